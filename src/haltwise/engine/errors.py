@@ -1,0 +1,174 @@
+"""Every exception haltwise raises, under one root.
+
+::
+
+    HaltwiseError
+    ├── ConfigurationError          misuse: bad limits, env values, config files, unpriced models
+    │   ├── InvalidValueError       one bad value, naming its source and the valid forms
+    │   └── UnpricedModelError      a cost limit is set but a model has no known price
+    ├── LedgerError                 the ledger could not be reached or answered wrongly
+    └── HaltError                   a run was stopped; carries its Outcome
+        ├── LimitExceeded           a limit tripped
+        │   ├── TurnLimitExceeded
+        │   ├── ModelCallLimitExceeded
+        │   ├── ToolCallLimitExceeded
+        │   ├── TokenLimitExceeded
+        │   ├── CostLimitExceeded
+        │   ├── TimeLimitExceeded
+        │   └── StuckError
+        ├── RunDeclined             a human chose to abort at a limit
+        └── RunCancelled            ``cancel()`` was called, or a kill flag was set
+
+``HaltError`` derives from ``Exception`` so that ordinary handlers see it; a driver may instead
+raise ``HaltSignal`` (a ``BaseException``), which a broad ``except Exception`` cannot swallow.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .outcome import Outcome
+
+__all__ = [
+    "ConfigurationError",
+    "CostLimitExceeded",
+    "HaltError",
+    "HaltSignal",
+    "HaltwiseError",
+    "InvalidValueError",
+    "LedgerError",
+    "LimitExceeded",
+    "ModelCallLimitExceeded",
+    "RunCancelled",
+    "RunDeclined",
+    "StuckError",
+    "TimeLimitExceeded",
+    "TokenLimitExceeded",
+    "ToolCallLimitExceeded",
+    "TurnLimitExceeded",
+    "UnpricedModelError",
+    "error_for",
+]
+
+
+class HaltwiseError(Exception):
+    """The root of every exception haltwise raises."""
+
+
+class ConfigurationError(HaltwiseError, ValueError):
+    """haltwise was set up wrongly; the message says what was wrong and how to fix it."""
+
+
+class InvalidValueError(ConfigurationError):
+    """One value from one source (an argument, an environment variable, a file) is invalid."""
+
+    def __init__(self, source: str, value: object, valid: str) -> None:
+        #: Where the value came from: ``"HALTWISE_MAX_TURNS"``, ``"haltwise.toml: max_cost"``.
+        self.source = source
+        #: The value as it was given.
+        self.value = value
+        #: The forms that would have been accepted.
+        self.valid = valid
+        super().__init__(f"{source}={value!r} is not valid: expected {valid}")
+
+
+class UnpricedModelError(ConfigurationError):
+    """A cost limit is set, but the model has no known price, so the limit cannot be kept."""
+
+    def __init__(self, model: str, how_to_fix: str) -> None:
+        self.model = model
+        super().__init__(
+            f"cannot enforce a cost limit: no price is known for model {model!r}. {how_to_fix}"
+        )
+
+
+class LedgerError(HaltwiseError):
+    """The ledger (shared budgets, checkpoints) failed; retrying may succeed."""
+
+    retryable = True
+
+
+class HaltError(HaltwiseError):
+    """A run was stopped. ``outcome`` says why, with its usage, partial output and checkpoint."""
+
+    #: Whether the model provider was called for the request that tripped (post-checks).
+    provider_called: bool = False
+    #: Whether retrying the same request, unchanged, can succeed.
+    retryable: bool = False
+
+    def __init__(self, outcome: Outcome, *, provider_called: bool = False) -> None:
+        self.outcome = outcome
+        self.provider_called = provider_called
+        super().__init__(outcome.message)
+
+
+class LimitExceeded(HaltError):
+    """A limit tripped; the subclass names which kind."""
+
+
+class TurnLimitExceeded(LimitExceeded):
+    """The turn limit was reached."""
+
+
+class ModelCallLimitExceeded(LimitExceeded):
+    """The model-call limit was reached."""
+
+
+class ToolCallLimitExceeded(LimitExceeded):
+    """The tool-call budget was spent."""
+
+
+class TokenLimitExceeded(LimitExceeded):
+    """A token limit (input, output or total) was reached."""
+
+
+class CostLimitExceeded(LimitExceeded):
+    """The cost limit was reached."""
+
+
+class TimeLimitExceeded(LimitExceeded):
+    """The time limit was reached."""
+
+
+class StuckError(LimitExceeded):
+    """The agent was stuck (repeating itself, cycling, making no progress)."""
+
+
+class RunDeclined(HaltError):
+    """A human chose to stop at a limit."""
+
+
+class RunCancelled(HaltError):
+    """The run was cancelled from outside."""
+
+
+class HaltSignal(BaseException):
+    """An opt-in stop signal that ``except Exception`` cannot swallow; wraps a HaltError."""
+
+    def __init__(self, error: HaltError) -> None:
+        self.error = error
+        self.outcome = error.outcome
+        super().__init__(str(error))
+
+
+_BY_REASON: dict[str, type[HaltError]] = {
+    "turn_limit": TurnLimitExceeded,
+    "model_call_limit": ModelCallLimitExceeded,
+    "tool_call_limit": ToolCallLimitExceeded,
+    "token_limit": TokenLimitExceeded,
+    "cost_limit": CostLimitExceeded,
+    "time_limit": TimeLimitExceeded,
+    "declined": RunDeclined,
+    "cancelled": RunCancelled,
+    "killed": RunCancelled,
+}
+
+
+def error_for(outcome: Outcome, *, provider_called: bool = False) -> HaltError:
+    """The typed exception for a stopped run's outcome."""
+    if outcome.reason.startswith("stuck."):
+        cls: type[HaltError] = StuckError
+    else:
+        cls = _BY_REASON.get(outcome.reason, LimitExceeded)
+    return cls(outcome, provider_called=provider_called)

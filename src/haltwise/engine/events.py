@@ -1,0 +1,139 @@
+"""The events a driver reports to the governor, as frozen value types.
+
+A driver (a hand-written loop, a framework adapter, the haltwise agent, the replay of a recorded
+run) describes what its agent is about to do or has just done with one of these; the governor
+answers each with one decision. Nothing here does any work: these are values.
+
+Order within one run::
+
+    RunStarted
+      ( TurnStarting  ModelRequest ModelResponse  (ToolCall ToolResult)*  TurnEnded )*
+      Injected may come at any point; it never starts a new run
+    RunEnded
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "Event",
+    "Injected",
+    "ModelRequest",
+    "ModelResponse",
+    "RunEnded",
+    "RunStarted",
+    "ToolCall",
+    "ToolResult",
+    "TurnEnded",
+    "TurnStarting",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A user prompt starts a run: run-scoped counts reset and the run's clock starts."""
+
+    #: The user's prompt.
+    prompt: str = ""
+    #: An id for the run; the governor makes one when it is not given.
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarting:
+    """A turn (one model round trip with its tool calls) is about to run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """A model call is about to be sent."""
+
+    #: The model's name, as the provider knows it (provider prefixes are fine).
+    model: str = ""
+    #: The request's ``max_tokens``: with a cost limit, the worst-case cost is reserved.
+    max_tokens: int | None = None
+    #: The prompt's size in tokens when the driver knows it; else the last response's is used.
+    input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """A model call returned, with its usage."""
+
+    model: str = ""
+    #: Prompt tokens, cached ones included.
+    input_tokens: int = 0
+    #: Completion tokens, reasoning ones included.
+    output_tokens: int = 0
+    #: How many of ``input_tokens`` were read from the provider's cache.
+    cache_read_tokens: int = 0
+    #: How many of ``input_tokens`` were written to the provider's cache.
+    cache_write_tokens: int = 0
+    #: The dollars actually billed, when the provider says; otherwise the pricer computes it.
+    cost: Decimal | None = None
+    #: The text the model wrote (kept as the run's partial output).
+    text: str | None = None
+    #: How many tool calls the response asked for.
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool is about to be called."""
+
+    name: str
+    #: The arguments, as a mapping or as the raw JSON text the model wrote.
+    arguments: Mapping[str, Any] | str = ""
+    call_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool call returned."""
+
+    name: str
+    content: str = ""
+    call_id: str = ""
+    is_error: bool = False
+    #: The exit code, for tools that run commands.
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """A turn finished."""
+
+    #: The assistant's text for the turn, if any.
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """A user message arrived mid-run. It is context for the same run: no count resets."""
+
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """The agent finished the run on its own."""
+
+    #: The run's final answer.
+    output: str | None = None
+
+
+Event = (
+    RunStarted
+    | TurnStarting
+    | ModelRequest
+    | ModelResponse
+    | ToolCall
+    | ToolResult
+    | TurnEnded
+    | Injected
+    | RunEnded
+)

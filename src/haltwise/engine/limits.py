@@ -1,0 +1,999 @@
+"""Limits: small strategy objects built by lowercase factories and combined with ``|`` and ``&``.
+
+``max_turns(25) | max_cost("2.00") | timeout(minutes=30)`` trips when any part trips;
+``max_turns(10) & max_cost("1")`` only when both have. Nested combinations flatten, a plain
+callable ``f(usage) -> bool`` is accepted wherever a limit is, and every ``repr`` echoes what was
+written. A limit holds no counts: the governor keeps one ``Slot`` per limit, so one limit object
+can govern many runs at once.
+
+Each limit says which events it checks *before* they spend ("would exceed", with ``>=``) and
+which *after* usage arrives ("exceeded", with ``>``); its messages carry the numbers and its
+name. What happens when it trips is its ``policy`` (see ``policies.py``); ``scope`` says whether
+it counts per run (one user prompt) or per session; ``warn_at`` gives the model a note first;
+``shadow=True`` records trips without enforcing them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal, Protocol
+
+from .errors import InvalidValueError
+from .events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from .outcome import Status, Usage
+from .policies import Policy, as_policy
+from .state import Slot
+
+__all__ = [
+    "UNLIMITED",
+    "Limit",
+    "LimitStatus",
+    "Scope",
+    "Unlimited",
+    "all_of",
+    "any_of",
+    "as_limit",
+    "max_cost",
+    "max_model_calls",
+    "max_tokens",
+    "max_tool_calls",
+    "max_turns",
+    "timeout",
+]
+
+Scope = Literal["run", "session"]
+SCOPES: tuple[Scope, ...] = ("run", "session")
+EventType = type[Event]
+ALL_EVENTS: tuple[EventType, ...] = (
+    RunStarted,
+    TurnStarting,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    Injected,
+    RunEnded,
+)
+# A run's clock starts at RunStarted, so only a session's clock can have run out by then.
+_AFTER_START = ALL_EVENTS[1:]
+
+
+class Unlimited:
+    """The value of a limit that never trips (its count still shows, as ``N/∞``)."""
+
+    _instance: Unlimited | None = None
+
+    def __new__(cls) -> Unlimited:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "unlimited"
+
+    def __reduce__(self) -> str:
+        return "UNLIMITED"
+
+
+UNLIMITED = Unlimited()
+
+
+class Context(Protocol):
+    """What a limit may ask of the governor that runs it."""
+
+    def now(self) -> float: ...
+
+    def slot(self, leaf: Leaf) -> Slot: ...
+
+    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal: ...
+
+    def usage_now(self) -> Usage: ...
+
+
+class LimitStatus:
+    """One limit's standing, for widgets and reports: ``used`` of ``cap`` (``None``: unlimited)."""
+
+    __slots__ = ("cap", "limit", "reason", "scope", "used")
+
+    def __init__(self, limit: str, reason: str, scope: Scope, used: Any, cap: Any | None) -> None:
+        self.limit = limit
+        self.reason = reason
+        self.scope = scope
+        self.used = used
+        self.cap = cap
+
+    def __repr__(self) -> str:
+        cap = "∞" if self.cap is None else self.cap
+        return f"<{self.limit}: {self.used}/{cap}>"
+
+
+# --------------------------------------------------------------------------------------------
+# The algebra
+
+
+class Limit:
+    """The base of every limit. Combine with ``|`` (any trips) and ``&`` (all have tripped)."""
+
+    __slots__ = ()
+
+    #: Events checked before they spend, and events checked after.
+    pre_events: tuple[EventType, ...] = ()
+    post_events: tuple[EventType, ...] = ()
+    policy: Policy
+    shadow: bool = False
+    warn_at: float | None = None
+    #: The outcome's reason code when this limit stops a run.
+    reason: str = "limit"
+
+    def __or__(self, other: Limit | Callable[[Usage], bool]) -> Limit:
+        return any_of(self, other)
+
+    def __ror__(self, other: Callable[[Usage], bool]) -> Limit:
+        return any_of(other, self)
+
+    def __and__(self, other: Limit | Callable[[Usage], bool]) -> Limit:
+        return all_of(self, other)
+
+    def __rand__(self, other: Callable[[Usage], bool]) -> Limit:
+        return all_of(other, self)
+
+    def leaves(self) -> Iterator[Leaf]:
+        raise NotImplementedError
+
+    def members(self) -> tuple[Limit, ...]:
+        """The parts a governor checks independently: the flattened ``|`` of this limit."""
+        return (self,)
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        """Before ``event`` spends: a message if it would exceed this limit, else None."""
+        return None
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        """After ``event``'s usage is counted: a message if this limit is exceeded, else None."""
+        return None
+
+    def over(self, ctx: Context) -> bool:
+        """Whether this limit has been reached, whatever the event (for ``&``)."""
+        raise NotImplementedError
+
+    def warning(self, slot: Slot, ctx: Context) -> str | None:
+        """The note for the model once the soft threshold is crossed, else None."""
+        return None
+
+    def question(self, ctx: Context) -> str:
+        """What a human is asked when this limit trips under the ``ask`` policy."""
+        return f"{self!r} was reached. Continue?"
+
+    def status_on_stop(self) -> Status:
+        return Status.ABANDONED
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ()
+
+    def new_round(self, ctx: Context) -> None:
+        """Start a new round of every leaf (the human chose "continue")."""
+        for leaf in self.leaves():
+            leaf.restart(ctx.slot(leaf), ctx)
+
+    def extend(self, amount: int | float, ctx: Context) -> None:
+        for leaf in self.leaves():
+            slot = ctx.slot(leaf)
+            slot.extra += leaf.amount(amount)
+            slot.warned = False
+
+
+class _Group(Limit):
+    __slots__ = ("_members", "policy")
+    _operator = ""
+
+    def __init__(self, members: tuple[Limit, ...], policy: Policy) -> None:
+        self._members = members
+        self.policy = policy
+
+    @property
+    def pre_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
+        return _union(m.pre_events for m in self._members)
+
+    @property
+    def post_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
+        return _union(m.post_events for m in self._members)
+
+    @property
+    def reason(self) -> str:  # type: ignore[override]
+        return self._members[0].reason if self._members else "limit"
+
+    def leaves(self) -> Iterator[Leaf]:
+        for member in self._members:
+            yield from member.leaves()
+
+    def __repr__(self) -> str:
+        parts = []
+        for member in self._members:
+            text = repr(member)
+            if isinstance(member, _AnyOf) and isinstance(self, _AllOf):
+                text = f"({text})"
+            parts.append(text)
+        return f" {self._operator} ".join(parts) if parts else "any_of()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._members == self._members  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._members))
+
+    def _member_result(self, member: Limit, event: Any, ctx: Context, before: bool) -> str | None:
+        """A member's message for this event, or its standing when it does not check it."""
+        slot = ctx.slot(member) if isinstance(member, Leaf) else None
+        events = member.pre_events if before else member.post_events
+        if type(event) in events:
+            return member.pre(event, slot, ctx) if before else member.post(event, slot, ctx)
+        return repr(member) + " reached" if member.over(ctx) else None
+
+
+class _AnyOf(_Group):
+    """Trips when any member trips."""
+
+    __slots__ = ()
+    _operator = "|"
+
+    def members(self) -> tuple[Limit, ...]:
+        return self._members
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        for member in self._members:
+            message = self._member_result(member, event, ctx, before=True)
+            if message is not None:
+                return message
+        return None
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        for member in self._members:
+            message = self._member_result(member, event, ctx, before=False)
+            if message is not None:
+                return message
+        return None
+
+    def over(self, ctx: Context) -> bool:
+        return any(member.over(ctx) for member in self._members)
+
+
+class _AllOf(_Group):
+    """Trips only when every member has tripped."""
+
+    __slots__ = ()
+    _operator = "&"
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        return self._all(event, ctx, before=True)
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        return self._all(event, ctx, before=False)
+
+    def _all(self, event: Any, ctx: Context, before: bool) -> str | None:
+        messages = []
+        for member in self._members:
+            message = self._member_result(member, event, ctx, before)
+            if message is None:
+                return None
+            messages.append(message)
+        return "; and ".join(messages)
+
+    def over(self, ctx: Context) -> bool:
+        return all(member.over(ctx) for member in self._members)
+
+
+def _union(groups: Iterator[tuple[EventType, ...]]) -> tuple[EventType, ...]:
+    seen: dict[EventType, None] = {}
+    for group in groups:
+        seen.update(dict.fromkeys(group))
+    return tuple(seen)
+
+
+def as_limit(value: Limit | Callable[[Usage], bool] | None) -> Limit:
+    """A limit from a limit, a callable ``f(usage) -> bool``, or None (no limit at all)."""
+    if value is None:
+        return _AnyOf((), as_policy("abort"))
+    if isinstance(value, Limit):
+        return value
+    if callable(value):
+        return _Check(value)
+    raise InvalidValueError(
+        "limits", value, "a limit such as max_turns(25), a callable f(usage) -> bool, or None"
+    )
+
+
+def any_of(*limits: Limit | Callable[[Usage], bool]) -> Limit:
+    """Trips when any of ``limits`` trips (the same as ``a | b | ...``)."""
+    members: list[Limit] = []
+    for limit in map(as_limit, limits):
+        for member in limit.members() if isinstance(limit, _AnyOf) else (limit,):
+            if member not in members:
+                members.append(member)
+    if len(members) == 1:
+        return members[0]
+    return _AnyOf(tuple(members), as_policy("abort"))
+
+
+def all_of(*limits: Limit | Callable[[Usage], bool], on_limit: str | Policy = "abort") -> Limit:
+    """Trips when all of ``limits`` have tripped (``a & b & ...`` with the default policy)."""
+    members: list[Limit] = []
+    for limit in map(as_limit, limits):
+        nested = isinstance(limit, _AllOf) and limit.policy == as_policy(on_limit)
+        members.extend(limit._members if nested else (limit,))  # type: ignore[attr-defined]
+    if len(members) == 1:
+        return members[0]
+    return _AllOf(tuple(members), as_policy(on_limit, "all_of(on_limit)"))
+
+
+# --------------------------------------------------------------------------------------------
+# Leaves
+
+
+class Leaf(Limit):
+    """One limit with its own slot of state in each governor."""
+
+    __slots__ = ("_args", "policy", "scope", "shadow", "warn_at")
+
+    #: What the numbers count, for messages: "turns", "tool calls", ...
+    unit = ""
+
+    def __init__(
+        self,
+        args: str,
+        *,
+        scope: Scope,
+        warn_at: float | None,
+        on_limit: str | Policy,
+        shadow: bool,
+        name: str,
+    ) -> None:
+        self._args = args
+        self.scope = _check_scope(scope, name)
+        self.warn_at = _check_warn_at(warn_at, name)
+        self.policy = as_policy(on_limit, f"{name}(on_limit)")
+        self.shadow = bool(shadow)
+
+    #: The factory that builds this limit, for its ``repr``.
+    factory = ""
+
+    def __repr__(self) -> str:
+        return f"{self.factory}({self._args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def leaves(self) -> Iterator[Leaf]:
+        yield self
+
+    def key(self) -> tuple[Any, ...]:
+        """Limits with the same key replace each other in ``Governor.set_limit``."""
+        return (type(self), self.scope)
+
+    @property
+    def enforced(self) -> bool:
+        """False for an unlimited limit, which only counts."""
+        return True
+
+    def new_state(self) -> Any:
+        return None
+
+    def restart(self, slot: Slot, ctx: Context) -> None:
+        """Begin a new round: the count restarts from the current value."""
+        slot.new_round(self.metric(slot, ctx))
+
+    def metric(self, slot: Slot, ctx: Context) -> Any:
+        """The raw value this limit counts (before the round's baseline is taken off)."""
+        raise NotImplementedError
+
+    def amount(self, value: int | float) -> Any:
+        """An "extend by" amount in this limit's units."""
+        return value
+
+    def cap(self) -> Any | None:
+        """The limit's value, or None when unlimited."""
+        raise NotImplementedError
+
+    def standing(self, slot: Slot, ctx: Context) -> LimitStatus:
+        cap = self.cap()
+        used = self.metric(slot, ctx) - slot.baseline
+        return LimitStatus(
+            repr(self), self.reason, self.scope, used, None if cap is None else cap + slot.extra
+        )
+
+    def over(self, ctx: Context) -> bool:
+        slot = ctx.slot(self)
+        cap = self.cap()
+        return cap is not None and self.metric(slot, ctx) - slot.baseline >= cap + slot.extra
+
+
+class _CountLimit(Leaf):
+    """A limit on a whole-number count, checked before the counted thing happens."""
+
+    __slots__ = ("maximum",)
+
+    def __init__(self, maximum: int | Unlimited | str | None, args: str, name: str, **kw: Any):
+        self.maximum = _check_count(maximum, name)
+        super().__init__(args, name=name, **kw)
+
+    @property
+    def enforced(self) -> bool:
+        return self.maximum is not None
+
+    def cap(self) -> int | None:
+        return self.maximum
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        maximum = self.maximum
+        if maximum is None:
+            return None
+        used = self.metric(slot, ctx) - slot.baseline
+        if used >= maximum + slot.extra:
+            return self._would_exceed(used, maximum + slot.extra)
+        return None
+
+    def _would_exceed(self, used: int, cap: int) -> str:
+        return (
+            f"{self.unit.capitalize()} limit reached: {used} of {cap} {self.unit} used ({self!r})"
+        )
+
+    def warning(self, slot: Slot, ctx: Context) -> str | None:
+        if self.maximum is None or self.warn_at is None:
+            return None
+        cap = self.maximum + slot.extra
+        used = self.metric(slot, ctx) - slot.baseline
+        if used < math.ceil(self.warn_at * cap):
+            return None
+        left = cap - used
+        return f"{used} of {cap} {self.unit} used: {left} left; start wrapping up."
+
+
+class _MaxTurns(_CountLimit):
+    __slots__ = ()
+    factory = "max_turns"
+    pre_events = (TurnStarting,)
+    reason = "turn_limit"
+    unit = "turns"
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        return slot.tally.turns
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        # The hot path of every turn: kept flat.
+        assert slot is not None
+        maximum = self.maximum
+        if maximum is not None and slot.tally.turns - slot.baseline >= maximum + slot.extra:
+            return self._would_exceed(slot.tally.turns - slot.baseline, maximum + slot.extra)
+        return None
+
+    def _would_exceed(self, used: int, cap: int) -> str:
+        return f"Turn limit reached: {used} of {cap} turns used this round ({self!r})"
+
+    def question(self, ctx: Context) -> str:
+        slot = ctx.slot(self)
+        return f"You've used {slot.tally.turns - slot.baseline} turns. Continue?"
+
+    def warning(self, slot: Slot, ctx: Context) -> str | None:
+        if self.maximum is None or self.warn_at is None:
+            return None
+        cap = self.maximum + slot.extra
+        used = slot.tally.turns - slot.baseline
+        if used < math.ceil(self.warn_at * cap):
+            return None
+        left = cap - used
+        plural = "turn" if left == 1 else "turns"
+        return f"Turn {used} of {cap}: {left} {plural} left; wrap up soon."
+
+    def suggestions(self) -> tuple[str, ...]:
+        return (
+            "Raise the turn limit (HALTWISE_MAX_TURNS, or /turn-limit N in a chat) "
+            "if the task needs more turns",
+            "Split the task into smaller prompts",
+        )
+
+
+class _MaxModelCalls(_CountLimit):
+    __slots__ = ()
+    factory = "max_model_calls"
+    pre_events = (ModelRequest,)
+    reason = "model_call_limit"
+    unit = "model calls"
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        return slot.tally.model_calls
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ("Raise the model-call limit (HALTWISE_MAX_MODEL_CALLS)", "Simplify the task")
+
+
+class _MaxToolCalls(_CountLimit):
+    __slots__ = ("tool",)
+    factory = "max_tool_calls"
+    pre_events = (ToolCall,)
+    reason = "tool_call_limit"
+
+    def __init__(self, maximum: Any, args: str, tool: str | None, **kw: Any) -> None:
+        if tool is not None and (not isinstance(tool, str) or not tool):
+            raise InvalidValueError("max_tool_calls(tool)", tool, "a tool's name, or None")
+        self.tool = tool
+        super().__init__(maximum, args, **kw)
+
+    @property
+    def unit(self) -> str:  # type: ignore[override]
+        return "tool calls" if self.tool is None else f"{self.tool} calls"
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self), self.scope, self.tool)
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        if self.tool is None:
+            return slot.tally.tool_calls
+        return slot.tally.tool_calls_by_name.get(self.tool, 0)
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        if self.tool is not None and event.name != self.tool:
+            return None
+        return super().pre(event, slot, ctx)
+
+    def _would_exceed(self, used: int, cap: int) -> str:
+        what = "Tool-call budget" if self.tool is None else f"Budget for {self.tool}"
+        return f"{what} spent: {used} of {cap} {self.unit} used ({self!r})"
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ("Raise the tool-call budget (HALTWISE_MAX_TOOL_CALLS)", "Narrow the task")
+
+
+_TOKEN_KINDS = ("input", "output", "total")
+
+
+class _MaxTokens(_CountLimit):
+    __slots__ = ("kind",)
+    factory = "max_tokens"
+    pre_events = (ModelRequest,)
+    post_events = (ModelResponse,)
+    reason = "token_limit"
+
+    def __init__(self, maximum: Any, args: str, kind: str, **kw: Any) -> None:
+        self.kind = kind
+        super().__init__(maximum, args, **kw)
+
+    @property
+    def unit(self) -> str:  # type: ignore[override]
+        return f"{self.kind} tokens"
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self), self.scope, self.kind)
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        tally = slot.tally
+        if self.kind == "input":
+            return tally.input_tokens
+        if self.kind == "output":
+            return tally.output_tokens
+        return tally.input_tokens + tally.output_tokens
+
+    def _would_exceed(self, used: int, cap: int) -> str:
+        return (
+            f"Token limit would be exceeded: {self.kind}_tokens={used} has reached the "
+            f"limit of {cap} ({self!r})"
+        )
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        if self.maximum is None:
+            return None
+        used = self.metric(slot, ctx) - slot.baseline
+        cap = self.maximum + slot.extra
+        if used > cap:
+            return f"Exceeded the {self.kind} token limit of {cap}: {self.kind}_tokens={used} ({self!r})"
+        return None
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ("Raise the token limit (HALTWISE_MAX_TOKENS)", "Shorten the context or the task")
+
+
+class _MaxCost(Leaf):
+    __slots__ = ("maximum",)
+    factory = "max_cost"
+    pre_events = (ModelRequest,)
+    post_events = (ModelResponse,)
+    reason = "cost_limit"
+    unit = "dollars"
+
+    def __init__(self, maximum: Decimal, args: str, **kw: Any) -> None:
+        self.maximum = maximum
+        super().__init__(args, name="max_cost", **kw)
+
+    def cap(self) -> Decimal:
+        return self.maximum
+
+    def metric(self, slot: Slot, ctx: Context) -> Decimal:
+        return slot.tally.cost
+
+    def amount(self, value: int | float) -> Decimal:
+        return Decimal(str(value))
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        spent = slot.tally.cost - slot.baseline
+        cap = self.maximum + slot.extra
+        if spent >= cap:
+            return f"Cost limit of ${cap} reached: ${_money(spent)} spent ({self!r})"
+        if event.max_tokens is None:
+            return None
+        prompt = (
+            event.input_tokens if event.input_tokens is not None else slot.tally.last_input_tokens
+        )
+        worst = ctx.request_cost(event.model, prompt, event.max_tokens)
+        if spent + worst > cap:
+            return (
+                f"Cost limit of ${cap} would be exceeded: ${_money(spent)} spent, and this "
+                f"request could cost up to ${_money(worst)} ({event.model}, {prompt} input "
+                f"tokens, max_tokens={event.max_tokens}) ({self!r})"
+            )
+        return None
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        spent = slot.tally.cost - slot.baseline
+        cap = self.maximum + slot.extra
+        if spent > cap:
+            return f"Exceeded the cost limit of ${cap}: ${_money(spent)} spent ({self!r})"
+        return None
+
+    def warning(self, slot: Slot, ctx: Context) -> str | None:
+        if self.warn_at is None:
+            return None
+        spent = slot.tally.cost - slot.baseline
+        cap = self.maximum + slot.extra
+        if spent < cap * Decimal(str(self.warn_at)):
+            return None
+        return f"${_money(spent)} of ${cap} spent: ${_money(cap - spent)} left; wrap up soon."
+
+    def question(self, ctx: Context) -> str:
+        slot = ctx.slot(self)
+        return f"You've spent ${_money(slot.tally.cost - slot.baseline)}. Continue?"
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ("Raise the cost limit (HALTWISE_MAX_COST)", "Use a cheaper model")
+
+
+class _Timeout(Leaf):
+    __slots__ = ("seconds",)
+    factory = "timeout"
+    reason = "time_limit"
+    unit = "seconds"
+
+    def __init__(self, seconds: float, args: str, **kw: Any) -> None:
+        self.seconds = seconds
+        super().__init__(args, name="timeout", **kw)
+
+    @property
+    def pre_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
+        return ALL_EVENTS if self.scope == "session" else _AFTER_START
+
+    @property
+    def post_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
+        return self.pre_events if self.warn_at is not None else ()
+
+    def cap(self) -> float:
+        return self.seconds
+
+    def metric(self, slot: Slot, ctx: Context) -> float:
+        return slot.tally.elapsed(ctx.now())
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        started = slot.tally.started_at
+        if started is None:
+            return None
+        elapsed = ctx.now() - started - slot.baseline
+        cap = self.seconds + slot.extra
+        if elapsed >= cap:
+            return (
+                f"Time limit of {_duration(cap)} reached: {_duration(elapsed)} elapsed ({self!r})"
+            )
+        return None
+
+    def warning(self, slot: Slot, ctx: Context) -> str | None:
+        if self.warn_at is None:
+            return None
+        elapsed = self.metric(slot, ctx) - slot.baseline
+        cap = self.seconds + slot.extra
+        if elapsed < self.warn_at * cap:
+            return None
+        return f"{_duration(elapsed)} of {_duration(cap)} used: {_duration(cap - elapsed)} left; wrap up soon."
+
+    def status_on_stop(self) -> Status:
+        return Status.TIMED_OUT
+
+    def question(self, ctx: Context) -> str:
+        return f"This run has taken {_duration(self.metric(ctx.slot(self), ctx))}. Continue?"
+
+    def suggestions(self) -> tuple[str, ...]:
+        return ("Raise the time limit (HALTWISE_TIMEOUT)", "Split the task into smaller prompts")
+
+
+class _Check(Leaf):
+    """A plain callable ``f(usage) -> bool`` used as a limit, checked after every event."""
+
+    __slots__ = ("function",)
+    post_events = ALL_EVENTS
+    reason = "custom"
+
+    def __init__(self, function: Callable[[Usage], bool]) -> None:
+        self.function = function
+        name = getattr(function, "__qualname__", repr(function))
+        super().__init__(
+            name, scope="run", warn_at=None, on_limit="abort", shadow=False, name="check"
+        )
+
+    def __repr__(self) -> str:
+        return self._args
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self), self.function)
+
+    def cap(self) -> None:
+        return None
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        return 0
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        if self.function(ctx.usage_now()):
+            return f"{self._args} tripped"
+        return None
+
+    def over(self, ctx: Context) -> bool:
+        return bool(self.function(ctx.usage_now()))
+
+
+# --------------------------------------------------------------------------------------------
+# Factories
+
+
+def _options(
+    scope: Scope,
+    warn_at: float | None,
+    on_limit: str | Policy,
+    shadow: bool,
+    default: str = "abort",
+) -> str:
+    """The non-default keyword arguments, as the user would have written them."""
+    parts = []
+    if scope != "run":
+        parts.append(f"scope={scope!r}")
+    if warn_at is not None:
+        parts.append(f"warn_at={warn_at!r}")
+    if on_limit != default:
+        parts.append(f"on_limit={on_limit!r}")
+    if shadow:
+        parts.append("shadow=True")
+    return "".join(", " + part for part in parts)
+
+
+def max_turns(
+    n: int | Unlimited | str,
+    *,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """At most ``n`` turns per round: the ``n+1``th turn trips before it runs.
+
+    ``0`` trips before every turn (approval mode); ``unlimited`` never trips but still counts.
+    """
+    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow)
+    return _MaxTurns(
+        n, args, name="max_turns", scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow
+    )
+
+
+def max_model_calls(
+    n: int | Unlimited | str,
+    *,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """At most ``n`` model calls: the ``n+1``th trips before it is sent."""
+    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow)
+    return _MaxModelCalls(
+        n,
+        args,
+        name="max_model_calls",
+        scope=scope,
+        warn_at=warn_at,
+        on_limit=on_limit,
+        shadow=shadow,
+    )
+
+
+def max_tool_calls(
+    n: int | Unlimited | str,
+    *,
+    tool: str | None = None,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy | None = None,
+    shadow: bool = False,
+) -> Limit:
+    """At most ``n`` tool calls (of ``tool``, when given): the ``n+1``th is refused before it runs.
+
+    The overall budget aborts by default (``on_limit="synthesize"`` salvages an answer); a
+    per-tool cap blocks the one call by default, so the model can go on with other tools.
+    """
+    default = "abort" if tool is None else "block"
+    policy = default if on_limit is None else on_limit
+    shown = "" if tool is None else f", tool={tool!r}"
+    args = f"{n!r}{shown}" + _options(scope, warn_at, policy, shadow, default)
+    return _MaxToolCalls(
+        n,
+        args,
+        tool,
+        name="max_tool_calls",
+        scope=scope,
+        warn_at=warn_at,
+        on_limit=policy,
+        shadow=shadow,
+    )
+
+
+def max_tokens(
+    total: int | Unlimited | str | None = None,
+    *,
+    input: int | Unlimited | str | None = None,
+    output: int | Unlimited | str | None = None,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """At most this many tokens: ``max_tokens(100_000)`` counts input and output together;
+    ``input=`` and ``output=`` limit each. Checked before a request ("would exceed": none left)
+    and after its usage arrives ("exceeded")."""
+    given = {"total": total, "input": input, "output": output}
+    chosen = {kind: value for kind, value in given.items() if value is not None}
+    if not chosen:
+        raise InvalidValueError(
+            "max_tokens", None, "at least one of total, input= or output=, e.g. max_tokens(100_000)"
+        )
+    options = _options(scope, warn_at, on_limit, shadow)
+    leaves = [
+        _MaxTokens(
+            value,
+            f"{kind}={value!r}{options}",
+            kind,
+            name=f"max_tokens({kind})",
+            scope=scope,
+            warn_at=warn_at,
+            on_limit=on_limit,
+            shadow=shadow,
+        )
+        for kind, value in chosen.items()
+    ]
+    return any_of(*leaves)
+
+
+def max_cost(
+    usd: str | Decimal | int | float,
+    *,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """At most ``usd`` dollars. A request whose worst-case cost (its ``max_tokens`` all used)
+    would pass the limit trips before it is sent; the total is checked again when usage arrives.
+    A model with no known price is a configuration error, never $0."""
+    amount = _check_money(usd, "max_cost")
+    args = f"{str(amount)!r}" + _options(scope, warn_at, on_limit, shadow)
+    return _MaxCost(amount, args, scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow)
+
+
+def timeout(
+    seconds: float | None = None,
+    *,
+    minutes: float | None = None,
+    hours: float | None = None,
+    scope: Scope = "run",
+    warn_at: float | None = None,
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """At most this long, on the governor's monotonic clock, from the start of the run (or of
+    the session, with ``scope="session"``) — never from when the limit was built."""
+    given = {"seconds": seconds, "minutes": minutes, "hours": hours}
+    chosen = {unit: value for unit, value in given.items() if value is not None}
+    total = 0.0
+    for unit, value in chosen.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidValueError(f"timeout({unit})", value, "a positive, finite number")
+        total += value * {"seconds": 1, "minutes": 60, "hours": 3600}[unit]
+    if not chosen:
+        raise InvalidValueError(
+            "timeout", None, "seconds, minutes= or hours=, e.g. timeout(minutes=30)"
+        )
+    shown = ", ".join(
+        f"{value!r}" if unit == "seconds" and i == 0 else f"{unit}={value!r}"
+        for i, (unit, value) in enumerate(chosen.items())
+    )
+    args = shown + _options(scope, warn_at, on_limit, shadow)
+    return _Timeout(total, args, scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation and formatting
+
+
+def _check_count(value: object, name: str) -> int | None:
+    if value is UNLIMITED or (isinstance(value, str) and value.strip().lower() == "unlimited"):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise InvalidValueError(name, value, "a non-negative integer or 'unlimited'")
+
+
+def _check_money(value: object, name: str) -> Decimal:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, float):
+            value = repr(value)
+        amount = Decimal(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, InvalidOperation):
+        amount = Decimal("NaN")
+    if not amount.is_finite() or amount < 0:
+        raise InvalidValueError(name, value, "a non-negative amount of US dollars, e.g. '2.00'")
+    return amount
+
+
+def _check_scope(scope: object, name: str) -> Scope:
+    if scope not in SCOPES:
+        raise InvalidValueError(f"{name}(scope)", scope, "'run' or 'session'")
+    return scope  # type: ignore[return-value]
+
+
+def _check_warn_at(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1:
+        return float(value)
+    raise InvalidValueError(f"{name}(warn_at)", value, "a fraction between 0 and 1, e.g. 0.8")
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount:.4f}" if amount < Decimal("0.01") and amount != 0 else f"{amount:.2f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
