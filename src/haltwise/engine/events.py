@@ -9,6 +9,7 @@ Order within one run::
     RunStarted
       ( TurnStarting  ModelRequest ModelResponse  (ToolCall ToolResult)*  TurnEnded )*
       Injected may come at any point; it never starts a new run
+      Progress may come at any point: the agent or a tool says what moved
     RunEnded
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "Injected",
     "ModelRequest",
     "ModelResponse",
+    "Progress",
     "RunEnded",
     "RunStarted",
     "ToolCall",
@@ -119,6 +121,17 @@ class Injected:
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """The agent or a tool reports progress: how a stuck detector tells paging from looping."""
+
+    #: What moved, e.g. ``"failing_tests"`` or ``"lines_read"``.
+    metric: str = ""
+    #: Its new value, when it has one.
+    value: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnded:
     """The agent finished the run on its own."""
 
@@ -135,5 +148,6 @@ Event = (
     | ToolResult
     | TurnEnded
     | Injected
+    | Progress
     | RunEnded
 )

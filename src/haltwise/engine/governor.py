@@ -25,6 +25,7 @@ from .events import (
     Injected,
     ModelRequest,
     ModelResponse,
+    Progress,
     RunEnded,
     RunStarted,
     ToolCall,
@@ -95,6 +96,8 @@ class Governor:
         self._stopped: Stop | None = None
         #: The open question: the ask, the limit that asked, and whether it asked before spending.
         self._pending: tuple[Ask, Limit, bool] | None = None
+        #: A note a limit gave before the event spent, returned once the event is admitted.
+        self._early: Warn | None = None
         #: A limit the human has just let through, skipped for the event being re-handled.
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
@@ -111,6 +114,7 @@ class Governor:
             ToolResult: self._on_tool_result,
             TurnEnded: self._on_turn_ended,
             Injected: self._on_other,
+            Progress: self._on_other,
             RunEnded: self._on_run_ended,
         }
         self._install(as_limit(limits))
@@ -419,7 +423,8 @@ class Governor:
         return self._check(self._pre_turn_end, self._post_turn_end, event)
 
     def _on_other(self, event: Event) -> Decision:
-        return self._check(self._pre_injected, self._post_injected, event)
+        pre, post = self._tables[type(event)]
+        return self._check(pre, post, event)
 
     def _on_run_ended(self, event: RunEnded) -> Decision:
         output = event.output if event.output is not None else self._last_text
@@ -442,29 +447,40 @@ class Governor:
         for limit, slot in checks:
             if limit is bypass:
                 continue
-            message = limit.pre(event, slot, self)
-            if message is not None:
-                decision = self._trip(limit, slot, event, message, before=True)
-                if decision is not None:
-                    return decision
+            verdict = limit.pre(event, slot, self)
+            if verdict is None:
+                continue
+            if type(verdict) is Warn:
+                # A note before the event spends: the event is still admitted.
+                self._early = verdict if self._early is None else _merge(self._early, verdict)
+                continue
+            if type(verdict) is Block:
+                self._early = None
+                return verdict
+            decision = self._trip(limit, slot, event, str(verdict), before=True)
+            if decision is not None:
+                self._early = None
+                return decision
         return None
 
     def _post(self, checks: tuple[_Check, ...], event: Event) -> Decision:
-        notes: list[str] | None = None
+        warn, self._early = self._early, None
         for limit, slot in checks:
-            message = limit.post(event, slot, self)
-            if message is not None:
-                decision = self._trip(limit, slot, event, message, before=False)
+            verdict = limit.post(event, slot, self)
+            if type(verdict) is str:
+                decision = self._trip(limit, slot, event, verdict, before=False)
                 if decision is not None:
                     return decision
+            elif isinstance(verdict, Warn | Block):
+                note = verdict if type(verdict) is Warn else Warn(verdict.reason, verdict.limit)
+                warn = note if warn is None else _merge(warn, note)
             if slot is not None and limit.warn_at is not None and not slot.warned:
-                note = limit.warning(slot, self)
-                if note is not None:
+                text = limit.warning(slot, self)
+                if text is not None:
                     slot.warned = True
-                    notes = [note] if notes is None else [*notes, note]
-        if notes is None:
-            return CONTINUE
-        return Warn(" ".join(notes), limit=" | ".join(repr(limit) for limit, _ in checks))
+                    note = Warn(text, repr(limit))
+                    warn = note if warn is None else _merge(warn, note)
+        return CONTINUE if warn is None else warn
 
     def _trip(
         self, limit: Limit, slot: Slot | None, event: Event, message: str, *, before: bool
@@ -616,7 +632,7 @@ class Governor:
         self._pre_tool, self._post_tool = frozen[ToolCall]
         self._pre_result, self._post_result = frozen[ToolResult]
         self._pre_turn_end, self._post_turn_end = frozen[TurnEnded]
-        self._pre_injected, self._post_injected = frozen[Injected]
+        self._tables = frozen
 
     def _pricing(self) -> Pricer:
         if self._pricer is None:

@@ -20,12 +20,14 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, Protocol
 
+from .decisions import Block, Warn
 from .errors import InvalidValueError
 from .events import (
     Event,
     Injected,
     ModelRequest,
     ModelResponse,
+    Progress,
     RunEnded,
     RunStarted,
     ToolCall,
@@ -57,6 +59,8 @@ __all__ = [
 Scope = Literal["run", "session"]
 SCOPES: tuple[Scope, ...] = ("run", "session")
 EventType = type[Event]
+#: What a limit says about one event: nothing, a message that trips it, or a note or refusal.
+Verdict = str | Warn | Block | None
 ALL_EVENTS: tuple[EventType, ...] = (
     RunStarted,
     TurnStarting,
@@ -66,6 +70,7 @@ ALL_EVENTS: tuple[EventType, ...] = (
     ToolResult,
     TurnEnded,
     Injected,
+    Progress,
     RunEnded,
 )
 # A run's clock starts at RunStarted, so only a session's clock can have run out by then.
@@ -158,12 +163,18 @@ class Limit:
         """The parts a governor checks independently: the flattened ``|`` of this limit."""
         return (self,)
 
-    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
-        """Before ``event`` spends: a message if it would exceed this limit, else None."""
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        """Before ``event`` spends: a message if it would exceed this limit, else None.
+
+        A limit that escalates by itself (a stuck detector) may instead return a ``Warn`` (the
+        event goes ahead with a note for the model) or, for a ``ToolCall``, a ``Block``.
+        A message (``str``) trips the limit, and its policy decides what happens.
+        """
         return None
 
-    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
-        """After ``event``'s usage is counted: a message if this limit is exceeded, else None."""
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        """After ``event``'s usage is counted: a message if this limit is exceeded, else None
+        (or a ``Warn``, as for ``pre``)."""
         return None
 
     def over(self, ctx: Context) -> bool:
