@@ -1,0 +1,534 @@
+"""Model prices: the genai-prices catalogue, overridden and extended by a table of your own.
+
+This module holds ``Prices``, haltwise's implementation of the engine's ``Pricer`` protocol
+(``haltwise.engine.pricing``), and ``ModelRate``, one model's price in a user table.
+
+- A user table maps model names to USD per million tokens (``input``, ``output``, and optionally
+  ``cache_read`` and ``cache_write``). It is checked when ``Prices`` is built: a bad entry raises
+  ``InvalidValueError`` naming the entry, the key and the forms that would have been accepted.
+- Everything else is priced by genai-prices. Names with provider prefixes
+  (``openrouter/google/gemini-3-pro-preview``, ``azure/gpt-4o``) are resolved by stripping the
+  prefixes one at a time, passing the nearest one to genai-prices as the provider when it names one.
+- A model nobody prices costs ``None`` ("unknown"), never zero.
+
+``cost()`` runs after every model response, so each model name is resolved once and cached.
+Prices made of plain per-million-token rates, tiered or not, are then computed directly, with the
+same arithmetic as genai-prices and so the very same ``Decimal``; before it is trusted, that
+arithmetic is checked against ``genai_prices.calc_price`` on a few sample usages, and models whose
+prices it cannot reproduce (per-request fees, time-of-day prices) keep calling ``calc_price``.
+Money is ``Decimal`` USD throughout, never ``float``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Final, TypeAlias
+
+from genai_prices import Usage, calc_price
+from genai_prices.types import (
+    ModelPrice,
+    PriceCalculation,
+    StartDateConstraint,
+    TieredPrices,
+)
+
+from .engine.errors import InvalidValueError
+
+__all__ = ["ModelRate", "Prices", "parse_price_table"]
+
+_RATE_KEYS: Final = ("input", "output", "cache_read", "cache_write")
+_REQUIRED_KEYS: Final = ("input", "output")
+_NUMBER_FORMS: Final = (
+    'a finite, non-negative number of USD per million tokens: a string such as "0.50", '
+    "an int, or a Decimal"
+)
+_FLOAT_HINT: Final = (
+    "; floats are refused because they cannot hold most prices exactly "
+    "(quote the number, or load TOML with parse_float=decimal.Decimal)"
+)
+_KEY_FORMS: Final = (
+    "one of the keys input, output, cache_read, cache_write (USD per million tokens)"
+)
+_ENTRY_FORMS: Final = (
+    'a table of USD per million tokens such as {"input": "0.50", "output": "1.50"}, '
+    "optionally with cache_read and cache_write, or a ModelRate"
+)
+_MILLION: Final = 1_000_000
+#: How many model names one ``Prices`` remembers before it forgets the oldest.
+_CACHE_SIZE: Final = 4096
+
+RateValue: TypeAlias = str | int | Decimal
+"""A price as a user may write it: ``"0.50"``, ``2`` or ``Decimal("0.50")``; never a float."""
+
+
+def _check_rate(source: str, value: object) -> Decimal:
+    """``value`` as a finite, non-negative ``Decimal``, else an error naming ``source``."""
+    number: Decimal | None = None
+    if isinstance(value, Decimal):
+        number = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = Decimal(value)
+    elif isinstance(value, str):
+        try:
+            number = Decimal(value.strip())
+        except InvalidOperation:
+            number = None
+    if number is None or not number.is_finite() or number < 0:
+        valid = _NUMBER_FORMS + (_FLOAT_HINT if isinstance(value, float) else "")
+        raise InvalidValueError(source, value, valid)
+    return number
+
+
+@dataclass(frozen=True)
+class ModelRate:
+    """One model's price, in USD per million tokens.
+
+    ``input`` is charged for prompt tokens not read from or written to a cache; ``cache_read``
+    and ``cache_write`` for the cached ones, and each defaults to ``input`` when not given.
+    ``output`` is charged for every completion token, reasoning tokens included.
+    """
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal | None = None
+    cache_write: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        for key in _RATE_KEYS:
+            value: object = getattr(self, key)
+            if value is None and key not in _REQUIRED_KEYS:
+                continue
+            if not isinstance(value, Decimal):
+                raise InvalidValueError(
+                    f"ModelRate.{key}",
+                    value,
+                    "a Decimal (ModelRate.from_mapping also takes strings and ints)",
+                )
+            _check_rate(f"ModelRate.{key}", value)
+
+    @classmethod
+    def from_mapping(cls, entry: Mapping[str, object], *, model: str = "model") -> ModelRate:
+        """Build a rate from a TOML-like table such as ``{"input": "0.50", "output": "1.50"}``.
+
+        ``model`` only names the entry in error messages: ``prices['my-model'].input``.
+        """
+        where = f"prices[{model!r}]"
+        for key, value in entry.items():
+            if key not in _RATE_KEYS:
+                raise InvalidValueError(f"{where}.{key}", value, _KEY_FORMS)
+        for key in _REQUIRED_KEYS:
+            if key not in entry:
+                raise InvalidValueError(
+                    f"{where}.{key}", None, _NUMBER_FORMS + " (input and output are required)"
+                )
+        read = entry.get("cache_read")
+        write = entry.get("cache_write")
+        return cls(
+            input=_check_rate(f"{where}.input", entry["input"]),
+            output=_check_rate(f"{where}.output", entry["output"]),
+            cache_read=None if read is None else _check_rate(f"{where}.cache_read", read),
+            cache_write=None if write is None else _check_rate(f"{where}.cache_write", write),
+        )
+
+
+def parse_price_table(table: Mapping[str, object]) -> dict[str, ModelRate]:
+    """Check a user price table (the ``[prices]`` table of ``haltwise.toml``, or a dict in code).
+
+    Each value is a ``ModelRate`` or a table accepted by ``ModelRate.from_mapping``. Names are
+    case-insensitive, so two names differing only in case are refused.
+    """
+    if not isinstance(table, Mapping):
+        raise InvalidValueError(
+            "prices", table, "a table mapping model names to USD per million tokens"
+        )
+    rates: dict[str, ModelRate] = {}
+    seen: dict[str, str] = {}
+    for model, entry in table.items():
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidValueError("prices", model, "model names as non-empty strings")
+        folded = model.strip().lower()
+        if folded in seen:
+            raise InvalidValueError(
+                f"prices[{model!r}]",
+                entry,
+                f"one entry per model; names are case-insensitive and {seen[folded]!r} "
+                "is already given",
+            )
+        seen[folded] = model
+        if isinstance(entry, ModelRate):
+            rates[model] = entry
+        elif isinstance(entry, Mapping):
+            rates[model] = ModelRate.from_mapping(entry, model=model)
+        else:
+            raise InvalidValueError(f"prices[{model!r}]", entry, _ENTRY_FORMS)
+    return rates
+
+
+# --- resolved models -------------------------------------------------------------------------
+# Each model name resolves to one of these; all answer ``cost(input, output, cache_read,
+# cache_write)`` with ``input`` counting cached tokens too, and carry ``expires`` (epoch
+# seconds after which the resolution must be redone, or ``None`` for never).
+
+
+class _Unknown:
+    """A model nobody prices."""
+
+    __slots__ = ()
+    expires: float | None = None
+    origin: str | None = None
+
+    def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
+        return None
+
+
+_UNKNOWN: Final = _Unknown()
+
+
+class _UserRate:
+    """A price from the user's table."""
+
+    __slots__ = ("cache_read", "cache_write", "input", "origin", "output")
+    expires: float | None = None
+
+    def __init__(self, rate: ModelRate, name: str) -> None:
+        self.origin: str | None = f"price table: {name!r}"
+        self.input = rate.input
+        self.output = rate.output
+        self.cache_read = rate.input if rate.cache_read is None else rate.cache_read
+        self.cache_write = rate.input if rate.cache_write is None else rate.cache_write
+
+    def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
+        return (
+            self.input * (i - cr - cw)
+            + self.cache_read * cr
+            + self.cache_write * cw
+            + self.output * o
+        ) / _MILLION
+
+
+# Which of our counts a genai-prices token price applies to, by its price key.
+_UNCACHED_INPUT, _OUTPUT, _CACHE_READ, _CACHE_WRITE, _NONE = range(5)
+_SLOT_BY_KEY: Final = {
+    "input_mtok": _UNCACHED_INPUT,
+    "output_mtok": _OUTPUT,
+    "cache_read_mtok": _CACHE_READ,
+    "cache_write_mtok": _CACHE_WRITE,
+}
+_Tiers = tuple[tuple[int, Decimal], ...]
+
+
+class _Plan:
+    """A genai-prices price reduced to per-million-token rates, computed as ``calc_price`` does.
+
+    genai-prices prices each unit as ``price * count / per`` and adds the results; the uncached
+    input count is ``input_tokens`` less the cache counts it prices separately; a tiered price
+    uses the tier of the highest ``start`` that ``input_tokens`` exceeds. Prices of units we
+    never report (audio tokens, web searches...) count zero but still take part in the sum,
+    which can set the result's exponent, so they are kept as zero terms.
+    """
+
+    __slots__ = ("expires", "flat", "origin", "sub_read", "sub_write", "tiered", "zero")
+
+    def __init__(
+        self,
+        flat: tuple[tuple[int, Decimal], ...],
+        tiered: tuple[tuple[int, Decimal, _Tiers], ...],
+        zero: Decimal,
+        sub_read: bool,
+        sub_write: bool,
+        expires: float | None,
+        origin: str,
+    ) -> None:
+        self.origin: str | None = origin
+        self.flat = flat
+        self.tiered = tiered
+        self.zero = zero
+        self.sub_read = sub_read
+        self.sub_write = sub_write
+        self.expires = expires
+
+    def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
+        uncached = i
+        if self.sub_read:
+            uncached -= cr
+        if self.sub_write:
+            uncached -= cw
+        counts = (uncached, o, cr, cw, 0)
+        total = self.zero
+        for slot, price in self.flat:
+            total += price * counts[slot] / _MILLION
+        for slot, base, tiers in self.tiered:
+            price = base
+            for start, tier_price in tiers:
+                if i > start:
+                    price = tier_price
+                    break
+            total += price * counts[slot] / _MILLION
+        return total
+
+
+class _Calc:
+    """A genai-prices price the plan cannot reproduce: ``calc_price`` is called every time."""
+
+    __slots__ = ("origin", "provider_id", "ref")
+    expires: float | None = None
+
+    def __init__(self, ref: str, provider_id: str | None, origin: str) -> None:
+        self.origin: str | None = origin
+        self.ref = ref
+        self.provider_id = provider_id
+
+    def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
+        usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
+        return calc_price(usage, model_ref=self.ref, provider_id=self.provider_id).total_price
+
+
+_Resolved: TypeAlias = _Unknown | _UserRate | _Plan | _Calc
+
+
+def _plan_for(calc: PriceCalculation, now: datetime) -> _Plan | None:
+    """The plan for the price ``calc`` used, or ``None`` when it has parts a plan cannot hold."""
+    expires: float | None = None
+    prices = calc.model.prices
+    if not isinstance(prices, ModelPrice):
+        # Dated prices: the plan holds until the next start date (UTC midnight, as in
+        # genai-prices). Time-of-day prices change within the day, so they get no plan.
+        for conditional in prices:
+            constraint = conditional.constraint
+            if constraint is None:
+                continue
+            if not isinstance(constraint, StartDateConstraint):
+                return None
+            if constraint.start_date > now.date():
+                starts = datetime.combine(
+                    constraint.start_date, datetime.min.time(), tzinfo=timezone.utc
+                ).timestamp()
+                expires = starts if expires is None else min(expires, starts)
+
+    flat: list[tuple[int, Decimal]] = []
+    tiered: list[tuple[int, Decimal, _Tiers]] = []
+    zero = Decimal(0)
+    for key, price in calc.model_price.__dict__.items():
+        if key.startswith("_") or price is None:
+            continue
+        if key == "requests_kcount":  # a fee per request: not a token price
+            return None
+        slot = _SLOT_BY_KEY.get(key, _NONE)
+        if isinstance(price, TieredPrices):
+            tiers = tuple((tier.start, tier.price) for tier in reversed(price.tiers))
+            tiered.append((slot, price.base, tiers))
+        elif not isinstance(price, Decimal):
+            return None
+        elif slot == _NONE:
+            zero += price * 0
+        else:
+            flat.append((slot, price))
+    priced = {slot for slot, _ in flat} | {slot for slot, _, _ in tiered}
+    return _Plan(
+        tuple(flat),
+        tuple(tiered),
+        zero,
+        sub_read=_CACHE_READ in priced,
+        sub_write=_CACHE_WRITE in priced,
+        expires=expires,
+        origin=_genai_origin(calc),
+    )
+
+
+def _genai_origin(calc: PriceCalculation) -> str:
+    return f"genai-prices: provider {calc.provider.id!r}, model {calc.model.id!r}"
+
+
+def _probes(plan: _Plan) -> list[tuple[int, int, int, int]]:
+    """Usages (input, output, cache_read, cache_write) on which a plan must match calc_price."""
+    probes = [(0, 0, 0, 0), (1, 1, 0, 0), (987_659, 123_457, 345_679, 12_347)]
+    for _, _, tiers in plan.tiered:
+        for start, _ in tiers:
+            for i in (start, start + 1):
+                probes.append((i, 10_007, i // 3, i // 7))
+    return probes
+
+
+def _plan_agrees(plan: _Plan, ref: str, provider_id: str | None) -> bool:
+    """Whether ``plan`` gives calc_price's very Decimal (value and digits) on every probe."""
+    for i, o, cr, cw in _probes(plan):
+        usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
+        try:
+            expected = calc_price(usage, model_ref=ref, provider_id=provider_id).total_price
+        except (LookupError, ValueError):
+            return False
+        got = plan.cost(i, o, cr, cw)
+        if got != expected or str(got) != str(expected):
+            return False
+    return True
+
+
+def _suffixes(name: str) -> list[str]:
+    """``a/b/c`` -> ``["a/b/c", "b/c", "c"]``: the name with its prefixes stripped one by one."""
+    parts = name.split("/")
+    out: list[str] = []
+    for index in range(len(parts)):
+        suffix = "/".join(parts[index:])
+        if suffix and parts[index] and suffix not in out:
+            out.append(suffix)
+    return out
+
+
+def _genai_candidates(name: str) -> list[tuple[str, str | None]]:
+    """(model_ref, provider_id) pairs to try in genai-prices, the most specific first.
+
+    ``openrouter/google/gemini-3-pro-preview`` gives ``("google/gemini-3-pro-preview",
+    "openrouter")``, ``("gemini-3-pro-preview", "google")``, then each suffix with no provider.
+    """
+    parts = name.split("/")
+    candidates: list[tuple[str, str | None]] = []
+    for index in range(1, len(parts)):
+        provider = parts[index - 1]
+        ref = "/".join(parts[index:])
+        if provider and parts[index]:
+            candidates.append((ref, provider))
+    candidates.extend((suffix, None) for suffix in _suffixes(name))
+    return candidates
+
+
+class Prices:
+    """Prices model calls from a user table, then from genai-prices; implements ``Pricer``.
+
+    ``table`` maps model names to a ``ModelRate`` or a table such as
+    ``{"input": "0.50", "output": "1.50", "cache_read": "0.05"}`` (USD per million tokens). It
+    is checked now; a bad entry raises ``InvalidValueError``. A name in the table wins over
+    genai-prices, and is also matched when the model is asked for with provider prefixes:
+    ``{"my-model": ...}`` prices ``openrouter/acme/my-model``. Names are case-insensitive.
+
+    Resolutions are cached per model name, so a later genai-prices data update
+    (``genai_prices.UpdatePrices``) reaches a ``Prices`` only after ``clear_cache()``.
+    """
+
+    def __init__(
+        self, table: Mapping[str, ModelRate | Mapping[str, RateValue]] | None = None
+    ) -> None:
+        rates = parse_price_table(table) if table is not None else {}
+        self._rates: Mapping[str, ModelRate] = rates
+        self._by_name: dict[str, ModelRate] = {
+            name.strip().lower(): rate for name, rate in rates.items()
+        }
+        self._names: dict[str, str] = {name.strip().lower(): name for name in rates}
+        self._cache: dict[str, _Resolved] = {}
+
+    @property
+    def rates(self) -> Mapping[str, ModelRate]:
+        """The user table, as checked, under the names it was given with."""
+        return dict(self._rates)
+
+    def __repr__(self) -> str:
+        return f"Prices({dict(self._rates)!r})" if self._rates else "Prices()"
+
+    def cost(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> Decimal | None:
+        """The cost in USD of one model call, or ``None`` when no price is known for ``model``.
+
+        ``input_tokens`` counts every prompt token, cached ones included; ``cache_read_tokens``
+        and ``cache_write_tokens`` say how many of them were read from or written to a cache.
+        ``output_tokens`` includes reasoning tokens. Raises ``ValueError`` when a count is
+        negative or the cache counts exceed ``input_tokens``.
+        """
+        if (
+            input_tokens < 0
+            or output_tokens < 0
+            or cache_read_tokens < 0
+            or cache_write_tokens < 0
+            or cache_read_tokens + cache_write_tokens > input_tokens
+        ):
+            raise ValueError(
+                "token counts must be non-negative, and input_tokens must include the cached "
+                f"tokens: got input_tokens={input_tokens}, output_tokens={output_tokens}, "
+                f"cache_read_tokens={cache_read_tokens}, cache_write_tokens={cache_write_tokens}"
+            )
+        resolved = self._cache.get(model)
+        if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
+            resolved = self._resolve(model)
+        return resolved.cost(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+
+    def worst_case(self, model: str, input_tokens: int, max_output_tokens: int) -> Decimal | None:
+        """The most a call can cost: every output token used, and no input read from a cache.
+
+        Where writing to a cache costs more than plain input (Anthropic), every input token is
+        also assumed written to it, so a reservation made from this is never too small.
+        """
+        plain = self.cost(model, input_tokens=input_tokens, output_tokens=max_output_tokens)
+        if plain is None:
+            return None
+        written = self.cost(
+            model,
+            input_tokens=input_tokens,
+            output_tokens=max_output_tokens,
+            cache_write_tokens=input_tokens,
+        )
+        return plain if written is None else max(plain, written)
+
+    def knows(self, model: str) -> bool:
+        """Whether ``model`` has a price (from the user table or from genai-prices)."""
+        return self.cost(model, input_tokens=0, output_tokens=0) is not None
+
+    def price_source(self, model: str) -> str | None:
+        """Where ``model``'s price comes from, for messages and audits; ``None`` when unknown.
+
+        ``"price table: 'my-model'"`` or
+        ``"genai-prices: provider 'google', model 'gemini-3-pro-preview'"``.
+        """
+        resolved = self._cache.get(model)
+        if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
+            resolved = self._resolve(model)
+        return resolved.origin
+
+    def describe_missing(self, model: str) -> str:
+        """How to give ``model`` a price, in code or in ``haltwise.toml``."""
+        name = json.dumps(model)
+        return (
+            f'Give it a price: Prices({{{name}: {{"input": "0.50", "output": "1.50"}}}}) in code, '
+            f"or a [prices.{name}] table with input and output in USD per million tokens "
+            "in haltwise.toml."
+        )
+
+    def clear_cache(self) -> None:
+        """Forget every resolved model, so that the next ``cost()`` looks each up again."""
+        self._cache.clear()
+
+    def _resolve(self, model: str) -> _Resolved:
+        resolved = self._lookup(model)
+        cache = self._cache
+        if model not in cache and len(cache) >= _CACHE_SIZE:
+            cache.pop(next(iter(cache)), None)
+        cache[model] = resolved
+        return resolved
+
+    def _lookup(self, model: str) -> _Resolved:
+        name = model.strip().lower()
+        for suffix in _suffixes(name):
+            rate = self._by_name.get(suffix)
+            if rate is not None:
+                return _UserRate(rate, self._names[suffix])
+        for ref, provider_id in _genai_candidates(name):
+            try:
+                calc = calc_price(
+                    Usage(input_tokens=0, output_tokens=0), model_ref=ref, provider_id=provider_id
+                )
+            except LookupError:
+                continue
+            plan = _plan_for(calc, datetime.now(timezone.utc))
+            if plan is not None and _plan_agrees(plan, ref, provider_id):
+                return plan
+            return _Calc(ref, provider_id, _genai_origin(calc))
+        return _UNKNOWN

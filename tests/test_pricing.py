@@ -1,0 +1,488 @@
+"""Tests for haltwise.pricing: genai-prices behind a cache, plus the user's own price table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import FrozenInstanceError
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import genai_prices
+import pytest
+from genai_prices import Usage
+from genai_prices.types import (
+    ClauseEquals,
+    ConditionalPrice,
+    ModelInfo,
+    ModelPrice,
+    PriceCalculation,
+    Provider,
+    StartDateConstraint,
+    TimeOfDateConstraint,
+)
+
+import haltwise.pricing as pricing
+from haltwise.engine.errors import ConfigurationError, InvalidValueError
+from haltwise.engine.pricing import Pricer
+from haltwise.pricing import ModelRate, Prices, parse_price_table
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+GEMINI_RUNS = TRACES / "mini-swe-agent-gemini3"
+
+NUMBER_FORMS = (
+    'a finite, non-negative number of USD per million tokens: a string such as "0.50", '
+    "an int, or a Decimal"
+)
+
+
+def genai_total(model: str, i: int, o: int, cr: int = 0, cw: int = 0) -> Decimal:
+    """What genai-prices itself says, called directly (never through haltwise's cache)."""
+    usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
+    return genai_prices.calc_price(usage, model_ref=model).total_price
+
+
+@pytest.fixture
+def calc_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the calls haltwise.pricing makes to genai_prices.calc_price (by model_ref)."""
+    calls: list[str] = []
+    real: Callable[..., PriceCalculation] = genai_prices.calc_price
+
+    def counting(usage: object, model_ref: str, **kwargs: Any) -> PriceCalculation:
+        calls.append(model_ref)
+        return real(usage, model_ref, **kwargs)
+
+    monkeypatch.setattr(pricing, "calc_price", counting)
+    return calls
+
+
+# --- the protocol and its types ---------------------------------------------------------------
+
+
+def test_prices_is_a_pricer() -> None:
+    pricer: Pricer = Prices()
+    assert isinstance(pricer.cost("gpt-4o", input_tokens=1, output_tokens=1), Decimal)
+
+
+def test_costs_are_decimal_usd() -> None:
+    prices = Prices({"mine": {"input": "1", "output": "2"}})
+    for model in ("gpt-4o", "gemini-3-pro-preview", "mine"):
+        cost = prices.cost(model, input_tokens=1000, output_tokens=100, cache_read_tokens=10)
+        assert type(cost) is Decimal
+    assert prices.cost("gpt-4o", input_tokens=0, output_tokens=0) == 0
+
+
+def test_input_tokens_include_cache_reads() -> None:
+    # gpt-4o: $2.50 per million input tokens, $1.25 cached, $10 output. Of 1000 prompt
+    # tokens, 400 came from the cache: 600 are charged at 2.50 and 400 at 1.25.
+    cost = Prices().cost("gpt-4o", input_tokens=1000, output_tokens=100, cache_read_tokens=400)
+    assert cost == (600 * Decimal("2.5") + 400 * Decimal("1.25") + 100 * 10) / 1_000_000
+    # ...which is genai-prices' own reading of its Usage: input_tokens includes cache reads.
+    assert cost == genai_total("gpt-4o", 1000, 100, cr=400)
+
+
+def test_inconsistent_token_counts_are_refused() -> None:
+    prices = Prices()
+    with pytest.raises(ValueError, match="input_tokens must include the cached tokens"):
+        prices.cost("gpt-4o", input_tokens=10, output_tokens=1, cache_read_tokens=11)
+    with pytest.raises(ValueError, match="non-negative"):
+        prices.cost("gpt-4o", input_tokens=-1, output_tokens=1)
+
+
+# --- the fast path gives genai-prices' very Decimal ----------------------------------------------
+
+FAST_MODELS = [
+    "gpt-4o",  # flat, prices web searches too (zero terms)
+    "gpt-4o-mini",
+    "gpt-4-0125-preview",  # flat, no cache price: cached tokens cost full input price
+    "claude-sonnet-4-20250514",  # flat, prices cache writes
+    "claude-sonnet-4-5",  # tiered above 200k input tokens
+    "gemini-3-pro-preview",  # tiered, dated conditional prices
+    "gemini-2.5-pro",
+]
+USAGES = [
+    (0, 0, 0, 0),
+    (1, 1, 0, 0),
+    (1662, 106, 0, 0),
+    (6131, 27, 4058, 0),
+    (12_345, 678, 1_000, 2_000),
+    (199_999, 5_000, 150_000, 0),
+    (200_000, 5_000, 150_000, 10_000),
+    (200_001, 5_000, 150_000, 10_000),
+    (1_500_000, 64_000, 0, 1_500_000),
+]
+
+
+@pytest.mark.parametrize("model", FAST_MODELS)
+def test_fast_path_matches_calc_price_exactly(model: str, calc_calls: list[str]) -> None:
+    prices = Prices()
+    prices.cost(model, input_tokens=0, output_tokens=0)  # resolve once
+    calc_calls.clear()
+    for i, o, cr, cw in USAGES:
+        got = prices.cost(
+            model, input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw
+        )
+        expected = genai_total(model, i, o, cr, cw)
+        assert got == expected, (model, i, o, cr, cw)
+        assert str(got) == str(expected), (model, i, o, cr, cw)  # same digits, same exponent
+    assert calc_calls == []  # all of it computed from the cached rates
+
+
+def test_tiers_follow_total_input_tokens() -> None:
+    # gemini-3-pro-preview: $2 per million input tokens up to 200k, $4 above.
+    prices = Prices()
+    at = prices.cost("gemini-3-pro-preview", input_tokens=200_000, output_tokens=0)
+    above = prices.cost("gemini-3-pro-preview", input_tokens=200_001, output_tokens=0)
+    assert at == Decimal("0.4")
+    assert above == Decimal("0.800004")
+
+
+def test_time_of_day_prices_keep_calling_genai_prices(calc_calls: list[str]) -> None:
+    # deepseek-chat has off-peak prices that change within a day: no cached rates for it.
+    prices = Prices()
+    prices.cost("deepseek-chat", input_tokens=1, output_tokens=1)
+    calc_calls.clear()
+    cost = prices.cost("deepseek-chat", input_tokens=1000, output_tokens=500, cache_read_tokens=10)
+    assert calc_calls == ["deepseek-chat"]
+    assert cost == genai_total("deepseek-chat", 1000, 500, cr=10)
+
+
+# --- the cache --------------------------------------------------------------------------------
+
+
+def test_second_lookup_does_not_call_calc_price(calc_calls: list[str]) -> None:
+    prices = Prices()
+    first = prices.cost("openrouter/google/gemini-3-pro-preview", input_tokens=5, output_tokens=5)
+    assert calc_calls  # resolving asked genai-prices (and checked the rates against it)
+    calc_calls.clear()
+    second = prices.cost("openrouter/google/gemini-3-pro-preview", input_tokens=5, output_tokens=5)
+    assert calc_calls == []
+    assert first == second
+
+
+def test_unknown_models_are_cached_too(calc_calls: list[str]) -> None:
+    prices = Prices()
+    assert prices.cost("deepseek-coder-v2", input_tokens=1, output_tokens=1) is None
+    assert calc_calls
+    calc_calls.clear()
+    assert prices.cost("deepseek-coder-v2", input_tokens=1, output_tokens=1) is None
+    assert calc_calls == []
+
+
+def test_clear_cache_resolves_again(calc_calls: list[str]) -> None:
+    prices = Prices()
+    prices.cost("gpt-4o", input_tokens=1, output_tokens=1)
+    prices.clear_cache()
+    calc_calls.clear()
+    prices.cost("gpt-4o", input_tokens=1, output_tokens=1)
+    assert calc_calls
+
+
+def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pricing, "_CACHE_SIZE", 3)
+    prices = Prices()
+    names = ["gpt-4o", "gpt-4o-mini", "openai/gpt-4o", "azure/gpt-4o", "no-such-model"]
+    for name in names:
+        prices.cost(name, input_tokens=1, output_tokens=1)
+    assert list(prices._cache) == names[-3:]
+
+
+def test_dated_prices_are_cached_until_the_next_start_date() -> None:
+    price = ModelPrice(input_mtok=Decimal("1"), output_mtok=Decimal("2"))
+    later = ModelPrice(input_mtok=Decimal("3"), output_mtok=Decimal("4"))
+    model = ModelInfo(
+        id="m",
+        match=ClauseEquals(equals="m"),
+        prices=[
+            ConditionalPrice(prices=price),
+            ConditionalPrice(
+                constraint=StartDateConstraint(start_date=date(2030, 6, 1)), prices=later
+            ),
+        ],
+    )
+    calc = PriceCalculation(
+        input_price=Decimal(0),
+        output_price=Decimal(0),
+        total_price=Decimal(0),
+        model=model,
+        provider=Provider(id="p", name="P", api_pattern=""),
+        model_price=price,
+        auto_update_timestamp=None,
+    )
+    plan = pricing._plan_for(calc, datetime(2030, 5, 31, 23, 59, tzinfo=timezone.utc))
+    assert plan is not None
+    assert plan.expires == datetime(2030, 6, 1, tzinfo=timezone.utc).timestamp()
+    assert plan.cost(1_000_000, 1_000_000, 0, 0) == 3
+
+    model.prices = [
+        ConditionalPrice(prices=price),
+        ConditionalPrice(
+            constraint=TimeOfDateConstraint(start_time=time(16, 30), end_time=time(0, 30)),
+            prices=later,
+        ),
+    ]
+    assert pricing._plan_for(calc, datetime(2030, 5, 1, tzinfo=timezone.utc)) is None
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "plain"),
+    [
+        ("openrouter/google/gemini-3-pro-preview", "gemini-3-pro-preview"),
+        ("google/gemini-3-pro-preview", "gemini-3-pro-preview"),
+        ("openai/gpt-4o", "gpt-4o"),
+        ("azure/gpt-4o", "gpt-4o"),
+        ("GPT-4o", "gpt-4o"),
+        ("some-gateway/openai/gpt-4o-mini", "gpt-4o-mini"),
+    ],
+)
+def test_provider_prefixes_resolve(model: str, plain: str) -> None:
+    prices = Prices()
+    cost = prices.cost(model, input_tokens=12_345, output_tokens=678, cache_read_tokens=1_000)
+    assert cost is not None
+    assert cost == genai_total(plain, 12_345, 678, cr=1_000)
+
+
+def test_price_source_names_where_a_price_came_from() -> None:
+    prices = Prices({"Acme-1": {"input": "1", "output": "1"}})
+    assert prices.price_source("openrouter/google/gemini-3-pro-preview") == (
+        "genai-prices: provider 'google', model 'gemini-3-pro-preview'"
+    )
+    assert prices.price_source("azure/gpt-4o") == "genai-prices: provider 'azure', model 'gpt-4o'"
+    assert prices.price_source("vendor/acme-1") == "price table: 'Acme-1'"
+    assert prices.price_source("deepseek-coder-v2") is None
+
+
+@pytest.mark.parametrize(
+    "model", ["deepseek-coder-v2", "no-such-model", "openrouter/nobody/nothing", "", "/"]
+)
+def test_unknown_model_costs_none_not_zero(model: str) -> None:
+    prices = Prices()
+    assert prices.cost(model, input_tokens=1000, output_tokens=1000) is None
+    assert prices.worst_case(model, 1000, 1000) is None
+    assert not prices.knows(model)
+
+
+# --- the user table ---------------------------------------------------------------------------
+
+
+def test_user_table_overrides_genai_prices() -> None:
+    prices = Prices({"gpt-4o": {"input": "1", "output": "2"}})
+    for name in ("gpt-4o", "GPT-4O", "openai/gpt-4o", "openrouter/openai/gpt-4o"):
+        assert prices.cost(name, input_tokens=1_000_000, output_tokens=1_000_000) == 3
+    # a model the table does not name still comes from genai-prices
+    assert prices.cost("gpt-4o-mini", input_tokens=1, output_tokens=1) == genai_total(
+        "gpt-4o-mini", 1, 1
+    )
+
+
+def test_user_table_adds_a_model() -> None:
+    prices = Prices(
+        {
+            "my-model": {"input": "0.50", "output": 2, "cache_read": Decimal("0.05")},
+            "other": ModelRate(
+                input=Decimal("1"), output=Decimal("1"), cache_write=Decimal("1.25")
+            ),
+        }
+    )
+    assert prices.knows("my-model")
+    # 1000 prompt tokens, 600 of them read from the cache; cache writes default to input
+    cost = prices.cost(
+        "my-model",
+        input_tokens=1000,
+        output_tokens=10,
+        cache_read_tokens=600,
+        cache_write_tokens=100,
+    )
+    assert cost == (300 * Decimal("0.50") + 600 * Decimal("0.05") + 100 * Decimal("0.50") + 20) / (
+        1_000_000
+    )
+    # cache reads default to the input price
+    assert prices.cost(
+        "other", input_tokens=1000, output_tokens=0, cache_read_tokens=500, cache_write_tokens=500
+    ) == Decimal("0.001125")
+
+
+def test_rates_and_repr() -> None:
+    prices = Prices({"Mine": {"input": "0.5", "output": "1"}})
+    assert prices.rates == {"Mine": ModelRate(input=Decimal("0.5"), output=Decimal("1"))}
+    assert "Mine" in repr(prices)
+    assert repr(Prices()) == "Prices()"
+
+
+def test_parse_price_table_and_from_mapping() -> None:
+    table = parse_price_table({"a": {"input": " 0.25 ", "output": 3, "cache_write": "3.75"}})
+    assert table == {
+        "a": ModelRate(input=Decimal("0.25"), output=Decimal(3), cache_write=Decimal("3.75"))
+    }
+    rate = ModelRate.from_mapping({"input": "0", "output": "0"})
+    assert rate == ModelRate(input=Decimal(0), output=Decimal(0))
+
+
+def test_model_rate_is_frozen_and_checked() -> None:
+    rate = ModelRate(input=Decimal("1"), output=Decimal("2"))
+    with pytest.raises(FrozenInstanceError):
+        rate.input = Decimal("3")  # type: ignore[misc]
+    with pytest.raises(InvalidValueError) as info:
+        ModelRate(input="1", output=Decimal("2"))  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "ModelRate.input='1' is not valid: expected a Decimal "
+        "(ModelRate.from_mapping also takes strings and ints)"
+    )
+    with pytest.raises(InvalidValueError, match=r"ModelRate\.cache_read=Decimal\('-1'\)"):
+        ModelRate(input=Decimal("1"), output=Decimal("2"), cache_read=Decimal("-1"))
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            {"m": {"input": "-1", "output": "1"}},
+            f"prices['m'].input='-1' is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": "1", "output": "NaN"}},
+            f"prices['m'].output='NaN' is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": "1", "output": "1", "cache_read": "Infinity"}},
+            f"prices['m'].cache_read='Infinity' is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": "$1", "output": "1"}},
+            f"prices['m'].input='$1' is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": True, "output": "1"}},
+            f"prices['m'].input=True is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": "1", "output": "1", "cache_write": Decimal("-0.1")}},
+            f"prices['m'].cache_write=Decimal('-0.1') is not valid: expected {NUMBER_FORMS}",
+        ),
+        (
+            {"m": {"input": 0.5, "output": "1"}},
+            f"prices['m'].input=0.5 is not valid: expected {NUMBER_FORMS}; floats are refused "
+            "because they cannot hold most prices exactly (quote the number, or load TOML with "
+            "parse_float=decimal.Decimal)",
+        ),
+        (
+            {"m": {"input": "1", "output": "1", "inptu": "2"}},
+            "prices['m'].inptu='2' is not valid: expected one of the keys input, output, "
+            "cache_read, cache_write (USD per million tokens)",
+        ),
+        (
+            {"m": {"input": "1"}},
+            f"prices['m'].output=None is not valid: expected {NUMBER_FORMS} "
+            "(input and output are required)",
+        ),
+        (
+            {"m": "1.50"},
+            "prices['m']='1.50' is not valid: expected a table of USD per million tokens such as "
+            '{"input": "0.50", "output": "1.50"}, optionally with cache_read and cache_write, '
+            "or a ModelRate",
+        ),
+        (
+            {"M": {"input": "1", "output": "1"}, "m": {"input": "2", "output": "2"}},
+            "prices['m']={'input': '2', 'output': '2'} is not valid: expected one entry per "
+            "model; names are case-insensitive and 'M' is already given",
+        ),
+        (
+            {" ": {"input": "1", "output": "1"}},
+            "prices=' ' is not valid: expected model names as non-empty strings",
+        ),
+    ],
+)
+def test_bad_tables_name_the_entry_and_the_valid_forms(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidValueError) as info:
+        Prices(table)
+    assert str(info.value) == message
+    assert isinstance(info.value, ConfigurationError)
+    assert info.value.source.startswith("prices")
+
+
+def test_bad_value_error_carries_source_value_and_valid_forms() -> None:
+    with pytest.raises(InvalidValueError) as info:
+        Prices({"my-model": {"input": "cheap", "output": "1"}})
+    assert info.value.source == "prices['my-model'].input"
+    assert info.value.value == "cheap"
+    assert info.value.valid == NUMBER_FORMS
+
+
+def test_table_must_be_a_mapping() -> None:
+    with pytest.raises(InvalidValueError, match="expected a table mapping model names"):
+        Prices(["gpt-4o"])  # type: ignore[arg-type]
+
+
+# --- the rest of the API ----------------------------------------------------------------------
+
+
+def test_describe_missing_says_how_to_fix_it() -> None:
+    assert Prices().describe_missing("my-model") == (
+        'Give it a price: Prices({"my-model": {"input": "0.50", "output": "1.50"}}) in code, '
+        'or a [prices."my-model"] table with input and output in USD per million tokens '
+        "in haltwise.toml."
+    )
+
+
+def test_worst_case_uses_all_output_and_the_dearest_input() -> None:
+    prices = Prices()
+    assert prices.worst_case("gpt-4o", 1000, 500) == prices.cost(
+        "gpt-4o", input_tokens=1000, output_tokens=500
+    )
+    # Anthropic charges more for cache writes than for plain input: the worst case assumes them.
+    claude = "claude-sonnet-4-20250514"
+    assert prices.worst_case(claude, 1000, 500) == prices.cost(
+        claude, input_tokens=1000, output_tokens=500, cache_write_tokens=1000
+    )
+    assert prices.worst_case(claude, 1000, 500) == Decimal("0.01125")
+
+
+# --- the oracle: dollars actually billed -------------------------------------------------------
+
+
+def test_repricing_real_gemini_runs_reproduces_the_billed_cost() -> None:
+    """mini-swe-agent runs of google/gemini-3-pro-preview through OpenRouter, billed per step.
+
+    ``prompt_tokens`` includes the cached tokens (``prompt_tokens_details.cached_tokens``) and
+    ``completion_tokens`` includes the reasoning tokens, which is exactly the Pricer's reading.
+    """
+    if not GEMINI_RUNS.is_dir():
+        pytest.skip(f"the real-run corpus is absent: no {GEMINI_RUNS} (a sibling of the checkout)")
+    files = sorted(GEMINI_RUNS.glob("*.traj.json"))[:20]
+    assert len(files) == 20
+    prices = Prices()
+    billed = repriced = Decimal(0)
+    steps = cached_steps = reasoning_steps = 0
+    for path in files:
+        run = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
+        for message in run["messages"]:
+            if message.get("role") != "assistant":
+                continue
+            response = message["extra"]["response"]
+            usage = response["usage"]
+            if "cost" not in usage:  # a few steps were not billed through OpenRouter
+                continue
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+            cost = prices.cost(
+                response["model"],
+                input_tokens=usage["prompt_tokens"],
+                output_tokens=usage["completion_tokens"],
+                cache_read_tokens=cached,
+            )
+            assert cost == usage["cost"], (path.name, usage)
+            billed += usage["cost"]
+            repriced += cost
+            steps += 1
+            cached_steps += cached > 0
+            reasoning_steps += reasoning > 0
+    assert repriced == billed  # exactly, not just to the cent
+    assert steps == 718
+    assert billed == Decimal("10.0693976")
+    assert cached_steps > 100  # the cache-read mapping was exercised...
+    assert reasoning_steps > 10  # ...and so was the reasoning one
