@@ -135,6 +135,8 @@ class Stop:
     synthesize: bool = False
     #: Whether the model provider was already called for the event that stopped the run.
     provider_called: bool = False
+    #: The limit policy's own synthesizer, if it has one (else the driver's is used).
+    synthesizer: Any = field(default=None, repr=False)
 
 
 Decision = Continue | Warn | Block | Ask | Stop

@@ -191,6 +191,14 @@ class Governor:
         self._stopped = Stop(final)
         return final
 
+    def stop(self, reason: str, message: str, status: Status = Status.ABANDONED) -> Stop:
+        """End the current run now, from outside the limits (a crash, a kill switch).
+
+        The counts are checkpointed like any other stop's.
+        """
+        self._pending = None
+        return self._stop(status, reason, message, None)
+
     def set_limit(self, limit: Limit) -> None:
         """Change a limit while a run is live, replacing the one of the same kind (or adding).
 
@@ -506,7 +514,7 @@ class Governor:
             return ask
         if policy == "best_effort":
             return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit)
-        return self._stop(
+        stop = self._stop(
             limit.status_on_stop(),
             limit.reason,
             message,
@@ -514,6 +522,9 @@ class Governor:
             synthesize=policy == "synthesize",
             provider_called=not before,
         )
+        if limit.policy.synthesizer is not None:
+            stop = self._stopped = replace(stop, synthesizer=limit.policy.synthesizer)
+        return stop
 
     def _stop_after_ask(self, ask: Ask, limit: Limit, answer: Answer | None) -> Stop:
         where = ask.question.removesuffix(" Continue?")

@@ -1,0 +1,135 @@
+"""haltwise: make every LLM agent loop halt at the right moment, with nothing lost.
+
+The flat public surface. The engine (``haltwise.engine``) decides; drivers
+(``haltwise.drivers``) carry decisions out in hand-written loops; ``haltwise.testing`` holds
+the scripted OpenAI-compatible server and fake clock for tests.
+"""
+
+from .config import Settings, load_config, parse_turn_limit
+from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
+from .engine.decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
+from .engine.errors import (
+    ConfigurationError,
+    CostLimitExceeded,
+    HaltError,
+    HaltSignal,
+    HaltwiseError,
+    InvalidValueError,
+    LedgerError,
+    LimitExceeded,
+    ModelCallLimitExceeded,
+    RunCancelled,
+    RunDeclined,
+    StuckError,
+    TimeLimitExceeded,
+    TokenLimitExceeded,
+    ToolCallLimitExceeded,
+    TurnLimitExceeded,
+    UnpricedModelError,
+)
+from .engine.events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    Progress,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from .engine.governor import Governor
+from .engine.ledger import Ledger, MemoryLedger
+from .engine.limits import (
+    UNLIMITED,
+    Limit,
+    LimitStatus,
+    all_of,
+    any_of,
+    max_cost,
+    max_model_calls,
+    max_tokens,
+    max_tool_calls,
+    max_turns,
+    timeout,
+)
+from .engine.outcome import Outcome, Status, Usage
+from .engine.policies import Evidence, Policy
+from .pricing import ModelRate, Prices
+
+unlimited = UNLIMITED
+
+__all__ = [
+    "CONTINUE",
+    "UNLIMITED",
+    "Answer",
+    "Ask",
+    "AsyncRun",
+    "Block",
+    "Choice",
+    "ConfigurationError",
+    "Continue",
+    "CostLimitExceeded",
+    "Decision",
+    "Event",
+    "Evidence",
+    "Governor",
+    "Guard",
+    "HaltError",
+    "HaltSignal",
+    "HaltwiseError",
+    "Injected",
+    "InvalidValueError",
+    "Ledger",
+    "LedgerError",
+    "Limit",
+    "LimitExceeded",
+    "LimitStatus",
+    "MemoryLedger",
+    "ModelCallLimitExceeded",
+    "ModelRate",
+    "ModelRequest",
+    "ModelResponse",
+    "Outcome",
+    "Policy",
+    "Prices",
+    "Progress",
+    "Run",
+    "RunCancelled",
+    "RunDeclined",
+    "RunEnded",
+    "RunStarted",
+    "Settings",
+    "Status",
+    "Stop",
+    "StuckError",
+    "TimeLimitExceeded",
+    "TokenLimitExceeded",
+    "ToolCall",
+    "ToolCallLimitExceeded",
+    "ToolResult",
+    "TurnEnded",
+    "TurnLimitExceeded",
+    "TurnStarting",
+    "UnpricedModelError",
+    "Usage",
+    "Warn",
+    "all_of",
+    "any_of",
+    "console_prompter",
+    "load_config",
+    "max_cost",
+    "max_model_calls",
+    "max_tokens",
+    "max_tool_calls",
+    "max_turns",
+    "parse_turn_limit",
+    "policies",
+    "response_event",
+    "timeout",
+    "unlimited",
+]
+
+from .engine import policies  # noqa: E402  (the policy factories: policies.ask(timeout=30), ...)

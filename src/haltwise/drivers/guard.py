@@ -1,0 +1,403 @@
+"""``Guard``: a governor with a prompter and a synthesizer, for hand-written agent loops.
+
+::
+
+    guard = Guard(max_turns(10) | max_cost("0.50"), prompter=console_prompter())
+    with guard.run(question) as run:
+        while True:
+            run.turn()                                  # may ask, or stop the run
+            run.model_request(MODEL, max_tokens=1024)   # worst-case cost checked first
+            completion = client.chat.completions.create(...)
+            run.model_response(completion)
+            ...
+    print(run.outcome)
+
+Each method reports one event. ``Continue`` and ``Warn`` return (a warning's note waits in
+``run.notes()`` for the model); ``Block`` makes ``tool_call`` return the refusal to give the
+model; ``Ask`` goes to the prompter; ``Stop`` raises the typed ``HaltError`` (or ``HaltSignal``),
+which the ``with`` block catches, leaving ``run.outcome``. ``AsyncRun`` is the same with
+``await``: both run one generator, ``_flow``, so no logic is written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Callable, Generator
+from decimal import Decimal
+from types import TracebackType
+from typing import Any
+
+from ..engine.decisions import Ask, Block, Decision, Stop, Warn
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
+from ..engine.events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    Progress,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from ..engine.governor import Governor
+from ..engine.ledger import Ledger
+from ..engine.limits import Limit
+from ..engine.outcome import Outcome, Status, Usage
+from ..engine.policies import Evidence, Synthesizer
+from ..engine.pricing import Pricer
+from .openai_usage import response_event
+from .prompters import Prompter
+
+__all__ = ["AsyncRun", "Guard", "Run"]
+
+#: What the flow needs from the outside world: ("ask", Ask) or ("synthesize", (fn, Evidence)).
+_Need = tuple[str, Any]
+
+
+class Guard:
+    """A governor plus what it takes to carry out its decisions."""
+
+    def __init__(
+        self,
+        limits: Limit | Callable[[Usage], bool] | None = None,
+        *,
+        prompter: Prompter | None = None,
+        synthesizer: Synthesizer | None = None,
+        signal: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        pricer: Pricer | None = None,
+        ledger: Ledger | None = None,
+        governor: Governor | None = None,
+    ) -> None:
+        #: The governor that decides; shared by every run of this guard (session scope).
+        self.governor = governor or Governor(limits, clock=clock, pricer=pricer, ledger=ledger)
+        #: Puts questions to a human; None means "no UI": a limit that asks stops the run.
+        self.prompter = prompter
+        #: Writes a final answer from the evidence when a limit's policy is ``synthesize``.
+        self.synthesizer = synthesizer
+        #: Raise ``HaltSignal`` (a BaseException) on a stop instead of ``HaltError``.
+        self.signal = signal
+
+    def run(self, prompt: str = "", *, run_id: str | None = None, suppress: bool = True) -> Run:
+        """A governed run, as a context manager; ``suppress=False`` lets the stop propagate."""
+        return Run(self, prompt, run_id, suppress)
+
+    def arun(
+        self, prompt: str = "", *, run_id: str | None = None, suppress: bool = True
+    ) -> AsyncRun:
+        """The same as ``run``, for ``async with`` and ``await``."""
+        return AsyncRun(self, prompt, run_id, suppress)
+
+    def __repr__(self) -> str:
+        return f"Guard({self.governor.limits!r})"
+
+
+class _RunBase:
+    """What sync and async runs share: the decision flow, the notes and the evidence."""
+
+    def __init__(self, guard: Guard, prompt: str, run_id: str | None, suppress: bool) -> None:
+        self.guard = guard
+        self.prompt = prompt
+        self._run_id = run_id
+        self._suppress = suppress
+        #: How the run ended, once it has.
+        self.outcome: Outcome | None = None
+        self._notes: list[str] = []
+        self._calls: dict[str, tuple[str, Any]] = {}
+        self._evidence: list[tuple[str, Any, str]] = []
+
+    @property
+    def output(self) -> str | None:
+        """The final (or partial, or synthesized) answer, once the run has ended."""
+        return None if self.outcome is None else self.outcome.partial_output
+
+    @property
+    def usage(self) -> Usage:
+        return self.guard.governor.usage
+
+    def notes(self) -> list[str]:
+        """Notes for the model from soft limits, since the last call (then cleared)."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _flow(self, event: Event) -> Generator[_Need, Any, Decision]:
+        governor = self.guard.governor
+        decision = governor.handle(event)
+        while isinstance(decision, Ask):
+            answer = None if self.guard.prompter is None else (yield ("ask", decision))
+            decision = governor.resolve(decision, answer)
+        if isinstance(decision, Warn):
+            self._notes.append(decision.message)
+        elif isinstance(decision, Stop):
+            outcome = decision.outcome
+            synthesizer = decision.synthesizer or self.guard.synthesizer
+            if decision.synthesize and synthesizer is not None:
+                text = yield ("synthesize", (synthesizer, self._evidence_for(outcome)))
+                if text is not None:
+                    outcome = governor.synthesized(str(text))
+            self.outcome = outcome
+            if outcome.status is not Status.COMPLETED:
+                error = error_for(outcome, provider_called=decision.provider_called)
+                raise HaltSignal(error) if self.guard.signal else error
+        if not isinstance(decision, Block | Stop):
+            self._record(event)
+        return decision
+
+    def _record(self, event: Event) -> None:
+        if type(event) is ToolCall:
+            self._calls[event.call_id] = (event.name, event.arguments)
+        elif type(event) is ToolResult:
+            name, arguments = self._calls.pop(event.call_id, (event.name, None))
+            self._evidence.append((name, arguments, event.content))
+
+    def _evidence_for(self, outcome: Outcome) -> Evidence:
+        return Evidence(
+            prompt=self.prompt,
+            tool_results=tuple(self._evidence),
+            last_text=outcome.partial_output,
+            stop_message=outcome.message,
+        )
+
+    def _crashed(self, error: BaseException) -> None:
+        """The loop raised: stop the run so its counts are checkpointed, and say why."""
+        if self.outcome is None:
+            name = type(error).__name__
+            stop = self.guard.governor.stop("error", f"The agent loop raised {name}: {error}")
+            self.outcome = stop.outcome
+
+    def _catches(self, error: BaseException | None) -> bool:
+        if isinstance(error, HaltError | HaltSignal):
+            return self._suppress and error.outcome is self.outcome
+        if error is not None:
+            self._crashed(error)
+        return False
+
+    # Events, built once for both drivers.
+
+    @staticmethod
+    def _model_request(model: str, max_tokens: int | None, input_tokens: int | None) -> Event:
+        return ModelRequest(model, max_tokens=max_tokens, input_tokens=input_tokens)
+
+    @staticmethod
+    def _model_response(completion: Any, **usage: Any) -> Event:
+        if completion is not None:
+            return response_event(completion, model=usage.get("model"))
+        cost = usage.pop("cost", None)
+        if cost is not None and not isinstance(cost, Decimal):
+            cost = Decimal(str(cost))
+        return ModelResponse(cost=cost, **usage)
+
+
+class Run(_RunBase):
+    """One governed run in a synchronous loop."""
+
+    def __enter__(self) -> Run:
+        self.send(RunStarted(self.prompt, self._run_id))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if error is None and self.outcome is None:
+            self.finish()
+            return False
+        return self._catches(error)
+
+    def send(self, event: Event) -> Decision:
+        """Report any event; carry out the decision."""
+        flow = self._flow(event)
+        try:
+            need = next(flow)
+            while True:
+                try:
+                    result = _fulfil(self.guard, need)
+                except Exception:
+                    # Resolve as "no answer" so the run stops with its checkpoint, then re-raise.
+                    try:
+                        flow.send(None)
+                    except (StopIteration, HaltError, HaltSignal):
+                        pass
+                    raise
+                need = flow.send(result)
+        except StopIteration as done:
+            decision: Decision = done.value
+            return decision
+
+    def turn(self) -> Decision:
+        """A turn is about to start."""
+        return self.send(TurnStarting())
+
+    def model_request(
+        self, model: str = "", *, max_tokens: int | None = None, input_tokens: int | None = None
+    ) -> Decision:
+        """A model call is about to be sent."""
+        return self.send(self._model_request(model, max_tokens, input_tokens))
+
+    def model_response(self, completion: Any = None, **usage: Any) -> Decision:
+        """A model call returned: pass the completion, or its usage as keywords."""
+        return self.send(self._model_response(completion, **usage))
+
+    def tool_call(self, name: str, arguments: Any = "", call_id: str = "") -> str | None:
+        """A tool is about to be called: the refusal to give the model when it may not run."""
+        decision = self.send(ToolCall(name, arguments, call_id))
+        return decision.reason if isinstance(decision, Block) else None
+
+    def tool_result(self, name: str, content: str = "", call_id: str = "", **more: Any) -> Decision:
+        return self.send(ToolResult(name, content, call_id, **more))
+
+    def turn_ended(self, text: str | None = None) -> Decision:
+        return self.send(TurnEnded(text))
+
+    def inject(self, text: str) -> Decision:
+        """A user message arrived mid-run (no count resets)."""
+        return self.send(Injected(text))
+
+    def progress(self, metric: str = "", value: float | None = None, note: str = "") -> Decision:
+        return self.send(Progress(metric, value, note))
+
+    def finish(self, output: str | None = None) -> Outcome:
+        """The agent finished on its own."""
+        self.send(RunEnded(output))
+        assert self.outcome is not None
+        return self.outcome
+
+
+class AsyncRun(_RunBase):
+    """One governed run in an async loop; prompters and synthesizers may be async."""
+
+    async def __aenter__(self) -> AsyncRun:
+        await self.send(RunStarted(self.prompt, self._run_id))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if error is None and self.outcome is None:
+            await self.finish()
+            return False
+        return self._catches(error)
+
+    async def send(self, event: Event) -> Decision:
+        flow = self._flow(event)
+        try:
+            need = next(flow)
+            while True:
+                try:
+                    result = await _afulfil(self.guard, need)
+                except Exception:
+                    try:
+                        flow.send(None)
+                    except (StopIteration, HaltError, HaltSignal):
+                        pass
+                    raise
+                need = flow.send(result)
+        except StopIteration as done:
+            decision: Decision = done.value
+            return decision
+
+    async def turn(self) -> Decision:
+        return await self.send(TurnStarting())
+
+    async def model_request(
+        self, model: str = "", *, max_tokens: int | None = None, input_tokens: int | None = None
+    ) -> Decision:
+        return await self.send(self._model_request(model, max_tokens, input_tokens))
+
+    async def model_response(self, completion: Any = None, **usage: Any) -> Decision:
+        return await self.send(self._model_response(completion, **usage))
+
+    async def tool_call(self, name: str, arguments: Any = "", call_id: str = "") -> str | None:
+        decision = await self.send(ToolCall(name, arguments, call_id))
+        return decision.reason if isinstance(decision, Block) else None
+
+    async def tool_result(
+        self, name: str, content: str = "", call_id: str = "", **more: Any
+    ) -> Decision:
+        return await self.send(ToolResult(name, content, call_id, **more))
+
+    async def turn_ended(self, text: str | None = None) -> Decision:
+        return await self.send(TurnEnded(text))
+
+    async def inject(self, text: str) -> Decision:
+        return await self.send(Injected(text))
+
+    async def progress(
+        self, metric: str = "", value: float | None = None, note: str = ""
+    ) -> Decision:
+        return await self.send(Progress(metric, value, note))
+
+    async def finish(self, output: str | None = None) -> Outcome:
+        await self.send(RunEnded(output))
+        assert self.outcome is not None
+        return self.outcome
+
+
+# Carrying out what the flow needs.
+
+
+def _fulfil(guard: Guard, need: _Need) -> Any:
+    kind, payload = need
+    if kind == "synthesize":
+        synthesizer, evidence = payload
+        result = synthesizer(evidence)
+    else:
+        result = _ask_within(guard.prompter, payload)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        role = "prompter" if kind == "ask" else "synthesizer"
+        raise ConfigurationError(f"the {role} is async: use guard.arun() and async with")
+    return result
+
+
+def _ask_within(prompter: Prompter | None, ask: Ask) -> Any:
+    """The prompter's answer; with a timeout, None once it has passed (the run then stops)."""
+    assert prompter is not None
+    if ask.timeout is None:
+        return prompter(ask)
+    box: list[Any] = []
+    failure: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            box.append(prompter(ask))
+        except BaseException as error:  # handed to the caller's thread below
+            failure.append(error)
+
+    # A daemon thread: a prompter blocked on input must not keep the process alive.
+    thread = threading.Thread(target=wait, name="haltwise-prompter", daemon=True)
+    thread.start()
+    thread.join(ask.timeout)
+    if failure:
+        raise failure[0]
+    return box[0] if box else None
+
+
+async def _afulfil(guard: Guard, need: _Need) -> Any:
+    kind, payload = need
+    if kind == "synthesize":
+        synthesizer, evidence = payload
+        result = synthesizer(evidence)
+        timeout = None
+    else:
+        assert guard.prompter is not None
+        result = guard.prompter(payload)
+        timeout = payload.timeout
+    if not inspect.isawaitable(result):
+        return result
+    try:
+        return await asyncio.wait_for(result, timeout)
+    except asyncio.TimeoutError:
+        return None

@@ -1,0 +1,1 @@
+"""Runnable examples shipped with haltwise; the README shows their code verbatim."""
