@@ -1,0 +1,52 @@
+"""Test helpers for code built on haltwise: a scripted LLM server and a fake clock.
+
+* :class:`ScriptedServer` - an in-process OpenAI-compatible HTTP server that answers chat
+  completion requests (plain or streamed) from a script of :func:`reply`, :func:`error`
+  and callable entries, and records what it was sent.
+* :func:`reply`, :func:`tool_call`, :func:`error` and :class:`Usage` - build script
+  entries (:class:`Reply`, :class:`ToolCall`, :class:`ErrorReply`).
+* :class:`FakeClock` - a monotonic clock (and ``sleep`` / ``asleep``) that moves only when
+  told to.
+
+Only the standard library is needed to import this package::
+
+    from haltwise.testing import ScriptedServer, reply, tool_call
+
+    script = [
+        reply(tool_calls=[tool_call("read_file", {"path": "a.py"})], usage=(120, 30)),
+        reply("The answer is 42.", usage=(200, 12)),
+    ]
+    with ScriptedServer(script) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test")
+        ...
+"""
+
+from haltwise.testing._script import (
+    ErrorReply,
+    FinishReason,
+    Reply,
+    ScriptedResponse,
+    ScriptEntry,
+    ToolCall,
+    Usage,
+    error,
+    reply,
+    tool_call,
+)
+from haltwise.testing.clock import FakeClock
+from haltwise.testing.server import ScriptedServer
+
+__all__ = [
+    "ErrorReply",
+    "FakeClock",
+    "FinishReason",
+    "Reply",
+    "ScriptEntry",
+    "ScriptedResponse",
+    "ScriptedServer",
+    "ToolCall",
+    "Usage",
+    "error",
+    "reply",
+    "tool_call",
+]
