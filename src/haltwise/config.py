@@ -117,7 +117,11 @@ class Settings:
             "output": self.max_output_tokens,
         }
         if any(value is not None for value in tokens.values()):
-            parts.append(max_tokens(tokens["total"], input=tokens["input"], output=tokens["output"], **options))
+            parts.append(
+                max_tokens(
+                    tokens["total"], input=tokens["input"], output=tokens["output"], **options
+                )
+            )
         if self.max_cost is not None:
             parts.append(max_cost(self.max_cost, **options))
         if self.timeout is not None:
@@ -297,7 +301,9 @@ def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
             try:
                 changes[key] = parse_price_table(value)
             except InvalidValueError as error:
-                raise InvalidValueError(f"{where}: {error.source}", error.value, error.valid) from None
+                raise InvalidValueError(
+                    f"{where}: {error.source}", error.value, error.valid
+                ) from None
         else:
             raise ConfigurationError(_unknown(key, known, f"setting in {where}"))
         sources[key] = source
@@ -306,7 +312,9 @@ def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
 
 def _required(count: int | None, source: str) -> int:
     if count is None:
-        raise InvalidValueError(source, "unlimited", "a non-negative integer (omit the tool for no cap)")
+        raise InvalidValueError(
+            source, "unlimited", "a non-negative integer (omit the tool for no cap)"
+        )
     return count
 
 
@@ -331,7 +339,9 @@ def load_config(
     """Defaults, then the config file (``path``, or one found in ``search``), then the
     environment."""
     settings = Settings()
-    found = Path(path) if path is not None else (find_config(search) if search is not None else None)
+    found = (
+        Path(path) if path is not None else (find_config(search) if search is not None else None)
+    )
     if found is not None:
         settings = settings_from_file(found, settings)
     return settings_from_env(environ, settings)
@@ -341,4 +351,3 @@ def _unknown(name: str, known: list[str], what: str) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"unknown {what}: {name!r}{hint} Known: {', '.join(known)}."
-

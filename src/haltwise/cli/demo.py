@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = solve(client, model, "Make the parser tests pass.", guard)
         served = server.responses_served
     usage = outcome.usage
-    print(f"Turns: {usage.turns}/{args.max_turns}   tokens: {usage.total_tokens}   cost: ${usage.cost}")
+    print(f"Turns: {usage.turns}/{args.max_turns}  tokens: {usage.total_tokens}  cost: ${usage.cost}")
     print(f"outcome: {outcome.status} ({outcome.reason})")
     print(f"  {outcome.message}")
     for suggestion in outcome.suggestions:
@@ -52,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
         (prices.cost(model, input_tokens=1500 + 400 * i, output_tokens=60) or Decimal(0))
         for i in range(served, stuck_for)
     )
-    print(f"\nsaved: {left} model calls the stuck agent would have made (${saved:.4f} at {model} prices)")
+    print(f"\nsaved: {left} model calls the stuck agent would have made (${saved:.4f}, {model})")
     return 0

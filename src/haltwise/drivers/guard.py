@@ -22,6 +22,7 @@ which the ``with`` block catches, leaving ``run.outcome``. ``AsyncRun`` is the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
@@ -222,10 +223,8 @@ class Run(_RunBase):
                     result = _fulfil(self.guard, need)
                 except Exception:
                     # Resolve as "no answer" so the run stops with its checkpoint, then re-raise.
-                    try:
+                    with contextlib.suppress(StopIteration, HaltError, HaltSignal):
                         flow.send(None)
-                    except (StopIteration, HaltError, HaltSignal):
-                        pass
                     raise
                 need = flow.send(result)
         except StopIteration as done:
@@ -297,10 +296,8 @@ class AsyncRun(_RunBase):
                 try:
                     result = await _afulfil(self.guard, need)
                 except Exception:
-                    try:
+                    with contextlib.suppress(StopIteration, HaltError, HaltSignal):
                         flow.send(None)
-                    except (StopIteration, HaltError, HaltSignal):
-                        pass
                     raise
                 need = flow.send(result)
         except StopIteration as done:

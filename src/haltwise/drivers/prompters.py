@@ -14,7 +14,9 @@ from ..engine.decisions import Answer, Ask, Choice
 
 __all__ = ["Prompter", "console_prompter", "parse_answer"]
 
-Prompter = Callable[[Ask], "Answer | Choice | bool | None | Awaitable[Answer | Choice | bool | None]"]
+#: What a prompter may return: an answer, or None for no answer (maybe awaitable).
+Reply = Answer | Choice | bool | None
+Prompter = Callable[[Ask], "Reply | Awaitable[Reply]"]
 
 _WORDS = {
     "y": Choice.CONTINUE,

@@ -135,13 +135,13 @@ class Governor:
             )
         if self._parent is not None and type(event) in _SPENDING:
             return self._through_parent(event)
-        try:
-            handler = self._handlers[type(event)]
-        except KeyError:
+        handler = self._handlers.get(type(event))
+        if handler is None:
             raise InvalidValueError(
                 "Governor.handle(event)", event, "one of the events in haltwise.events"
-            ) from None
-        return handler(event)
+            )
+        decision: Decision = handler(event)
+        return decision
 
     __call__ = handle
 
@@ -153,20 +153,23 @@ class Governor:
             raise ConfigurationError(
                 "resolve() got an Ask that is not this governor's open question"
             )
-        _, limit, before = self._pending
+        limit: Limit = self._pending[1]
+        before: bool = self._pending[2]
         self._pending = None
-        answer = _as_answer(answer)
-        if answer is None or answer.choice is Choice.ABORT:
-            return self._stop_after_ask(ask, limit, answer)
-        if answer.choice is Choice.WRAP_UP:
+        reply = _as_answer(answer)
+        if reply is None or reply.choice is Choice.ABORT:
+            stop: Stop = self._stop_after_ask(ask, limit, reply)
+            return stop
+        if reply.choice is Choice.WRAP_UP:
             message = f"{ask.question.removesuffix(' Continue?')} The human chose to wrap up."
-            return self._stop(limit.status_on_stop(), limit.reason, message, limit, synthesize=True)
-        if answer.choice is Choice.CONTINUE:
+            stop = self._stop(limit.status_on_stop(), limit.reason, message, limit, synthesize=True)
+            return stop
+        if reply.choice is Choice.CONTINUE:
             limit.new_round(self)
             self._bypass = limit
         else:
-            assert answer.amount is not None
-            limit.extend(answer.amount, self)
+            assert reply.amount is not None
+            limit.extend(reply.amount, self)
         try:
             return self.handle(ask.event) if before and ask.event is not None else CONTINUE
         finally:
@@ -460,7 +463,7 @@ class Governor:
                 continue
             if type(verdict) is Warn:
                 # A note before the event spends: the event is still admitted.
-                self._early = verdict if self._early is None else _merge(self._early, verdict)
+                self._early = verdict if self._early is None else _join(self._early, verdict)
                 continue
             if type(verdict) is Block:
                 self._early = None
@@ -479,15 +482,17 @@ class Governor:
                 decision = self._trip(limit, slot, event, verdict, before=False)
                 if decision is not None:
                     return decision
-            elif isinstance(verdict, Warn | Block):
-                note = verdict if type(verdict) is Warn else Warn(verdict.reason, verdict.limit)
-                warn = note if warn is None else _merge(warn, note)
+            elif isinstance(verdict, Warn):
+                warn = verdict if warn is None else _join(warn, verdict)
+            elif isinstance(verdict, Block):
+                note = Warn(verdict.reason, verdict.limit)
+                warn = note if warn is None else _join(warn, note)
             if slot is not None and limit.warn_at is not None and not slot.warned:
                 text = limit.warning(slot, self)
                 if text is not None:
                     slot.warned = True
                     note = Warn(text, repr(limit))
-                    warn = note if warn is None else _merge(warn, note)
+                    warn = note if warn is None else _join(warn, note)
         return CONTINUE if warn is None else warn
 
     def _trip(
@@ -669,11 +674,16 @@ class Governor:
         return f"Governor({self._limits!r})"
 
 
+def _join(first: Warn, second: Warn) -> Warn:
+    return Warn(f"{first.message} {second.message}", f"{first.limit} | {second.limit}")
+
+
 def _merge(first: Decision, second: Decision) -> Decision:
+    """A parent's decision and then a child's own, for the same event."""
     if isinstance(second, Continue):
         return first
     if isinstance(first, Warn) and isinstance(second, Warn):
-        return Warn(f"{first.message} {second.message}", f"{first.limit} | {second.limit}")
+        return _join(first, second)
     return second
 
 

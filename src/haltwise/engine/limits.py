@@ -241,7 +241,11 @@ class _Group(Limit):
         return f" {self._operator} ".join(parts) if parts else "any_of()"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._members == self._members  # type: ignore[attr-defined]
+        return (
+            isinstance(other, _Group)
+            and type(other) is type(self)
+            and other._members == self._members
+        )
 
     def __hash__(self) -> int:
         return hash((type(self), self._members))
@@ -251,7 +255,9 @@ class _Group(Limit):
         slot = ctx.slot(member) if isinstance(member, Leaf) else None
         events = member.pre_events if before else member.post_events
         if type(event) in events:
-            return member.pre(event, slot, ctx) if before else member.post(event, slot, ctx)
+            verdict = member.pre(event, slot, ctx) if before else member.post(event, slot, ctx)
+            # Inside a group only a trip counts; a member's own notes are not the group's.
+            return verdict if isinstance(verdict, str) else None
         return repr(member) + " reached" if member.over(ctx) else None
 
 
@@ -613,7 +619,8 @@ class _MaxTokens(_CountLimit):
         used = self.metric(slot, ctx) - slot.baseline
         cap = self.maximum + slot.extra
         if used > cap:
-            return f"Exceeded the {self.kind} token limit of {cap}: {self.kind}_tokens={used} ({self!r})"
+            name = f"{self.kind}_tokens"
+            return f"Exceeded the {self.kind} token limit of {cap}: {name}={used} ({self!r})"
         return None
 
     def suggestions(self) -> tuple[str, ...]:
@@ -730,7 +737,8 @@ class _Timeout(Leaf):
         cap = self.seconds + slot.extra
         if elapsed < self.warn_at * cap:
             return None
-        return f"{_duration(elapsed)} of {_duration(cap)} used: {_duration(cap - elapsed)} left; wrap up soon."
+        left = _duration(cap - elapsed)
+        return f"{_duration(elapsed)} of {_duration(cap)} used: {left} left; wrap up soon."
 
     def status_on_stop(self) -> Status:
         return Status.TIMED_OUT
@@ -987,7 +995,7 @@ def _check_money(value: object, name: str) -> Decimal:
 def _check_scope(scope: object, name: str) -> Scope:
     if scope not in SCOPES:
         raise InvalidValueError(f"{name}(scope)", scope, "'run' or 'session'")
-    return scope  # type: ignore[return-value]
+    return "session" if scope == "session" else "run"
 
 
 def _check_warn_at(value: object, name: str) -> float | None:
