@@ -1,0 +1,315 @@
+"""The governor's checks, policies and outcomes, event by event."""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import pytest
+
+from haltwise import (
+    CONTINUE,
+    Answer,
+    Ask,
+    Block,
+    Choice,
+    ConfigurationError,
+    Governor,
+    MemoryLedger,
+    ModelRequest,
+    ModelResponse,
+    Prices,
+    RunEnded,
+    RunStarted,
+    Status,
+    Stop,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+    UnpricedModelError,
+    Warn,
+    max_cost,
+    max_model_calls,
+    max_tokens,
+    max_tool_calls,
+    max_turns,
+    timeout,
+)
+from haltwise.engine.limits import Limit
+from haltwise.testing import FakeClock
+
+
+def governed(limits: Limit, clock: FakeClock | None = None) -> Governor:
+    governor = Governor(limits, clock=clock or FakeClock())
+    assert governor.handle(RunStarted("task")) is CONTINUE
+    return governor
+
+
+def test_model_calls_would_exceed_before_the_call_is_sent() -> None:
+    governor = governed(max_model_calls(2))
+    assert governor.handle(ModelRequest("gpt-4o")) is CONTINUE
+    assert governor.handle(ModelRequest("gpt-4o")) is CONTINUE
+    stop = governor.handle(ModelRequest("gpt-4o"))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.reason == "model_call_limit"
+    assert stop.outcome.message == "Model calls limit reached: 2 of 2 model calls used (max_model_calls(2))"
+    assert stop.provider_called is False
+    assert governor.usage.model_calls == 2
+
+
+def test_tool_budget_refuses_the_next_call_before_it_runs() -> None:
+    governor = governed(max_tool_calls(2))
+    for _ in range(2):
+        assert governor.handle(ToolCall("grep", {"q": "x"})) is CONTINUE
+    stop = governor.handle(ToolCall("grep", {"q": "y"}))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.reason == "tool_call_limit"
+    assert "2 of 2 tool calls" in stop.outcome.message
+    assert governor.usage.tool_calls == 2
+
+
+def test_per_tool_cap_blocks_only_that_tool() -> None:
+    governor = governed(max_tool_calls(1, tool="web_search") | max_tool_calls(10))
+    assert governor.handle(ToolCall("web_search", {"q": "a"})) is CONTINUE
+    block = governor.handle(ToolCall("web_search", {"q": "b"}))
+    assert isinstance(block, Block)
+    assert "Budget for web_search spent: 1 of 1" in block.reason
+    assert governor.handle(ToolCall("read_file", {"path": "a"})) is CONTINUE
+    assert governor.usage.tool_calls == 2
+
+
+def test_tokens_exceeded_after_usage_arrives_with_the_numbers() -> None:
+    governor = governed(max_tokens(output=100))
+    decision = governor.handle(ModelResponse("gpt-4o", input_tokens=10, output_tokens=59))
+    assert decision is CONTINUE
+    stop = governor.handle(ModelResponse("gpt-4o", input_tokens=10, output_tokens=59))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.message == (
+        "Exceeded the output token limit of 100: output_tokens=118 (max_tokens(output=100))"
+    )
+    assert stop.provider_called is True
+    assert governor.usage.output_tokens == 118  # nothing lost
+
+
+def test_tokens_would_exceed_when_none_are_left() -> None:
+    governor = governed(max_tokens(100))
+    governor.handle(ModelResponse("gpt-4o", input_tokens=60, output_tokens=40))
+    stop = governor.handle(ModelRequest("gpt-4o"))
+    assert isinstance(stop, Stop)
+    assert "total_tokens=100 has reached the limit of 100" in stop.outcome.message
+
+
+def test_cost_reserves_the_worst_case_of_max_tokens() -> None:
+    prices = Prices({"house-model": {"input": "1000000", "output": "1000000"}})  # $1 a token
+    governor = Governor(max_cost("10"), clock=FakeClock(), pricer=prices)
+    governor.handle(RunStarted())
+    assert governor.handle(ModelRequest("house-model", max_tokens=4, input_tokens=5)) is CONTINUE
+    stop = governor.handle(ModelRequest("house-model", max_tokens=6, input_tokens=5))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.reason == "cost_limit"
+    assert "could cost up to $11.00" in stop.outcome.message
+
+
+def test_cost_exceeded_after_usage_uses_the_pricer_and_decimal() -> None:
+    prices = Prices({"house-model": {"input": "1000000", "output": "2000000"}})
+    governor = Governor(max_cost("5.00", warn_at=0.5), clock=FakeClock(), pricer=prices)
+    governor.handle(RunStarted())
+    warn = governor.handle(ModelResponse("house-model", input_tokens=1, output_tokens=1))
+    assert isinstance(warn, Warn)
+    assert warn.message == "$3.00 of $5.00 spent: $2.00 left; wrap up soon."
+    stop = governor.handle(ModelResponse("house-model", input_tokens=1, output_tokens=1))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.message == (
+        "Exceeded the cost limit of $5.00: $6.00 spent (max_cost('5.00', warn_at=0.5))"
+    )
+    assert stop.outcome.cost == Decimal("6")
+
+
+def test_billed_cost_is_used_as_given() -> None:
+    governor = governed(max_cost("1"))
+    governor.handle(ModelResponse("anything", cost=Decimal("0.25")))
+    assert governor.usage.cost == Decimal("0.25")
+
+
+def test_an_unpriced_model_with_a_cost_limit_is_a_configuration_error() -> None:
+    governor = governed(max_cost("1"))
+    with pytest.raises(UnpricedModelError, match="no price is known for model 'my-local-llama'"):
+        governor.handle(ModelResponse("my-local-llama", input_tokens=10, output_tokens=5))
+    assert governor.usage.input_tokens == 10  # counted before the error
+    assert governor.usage.cost is None  # unknown, never $0
+
+
+def test_an_unpriced_model_without_a_cost_limit_is_cost_unknown() -> None:
+    governor = governed(max_turns(5))
+    governor.handle(ModelResponse("my-local-llama", input_tokens=10, output_tokens=5))
+    assert governor.usage.cost is None
+
+
+def test_timeout_starts_with_the_run_not_at_construction() -> None:
+    clock = FakeClock()
+    governor = Governor(timeout(minutes=1), clock=clock)
+    clock.advance(3600)
+    governor.handle(RunStarted())
+    clock.advance(59)
+    assert governor.handle(TurnStarting()) is CONTINUE
+    clock.advance(1)
+    stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert stop.outcome.status is Status.TIMED_OUT
+    assert stop.outcome.reason == "time_limit"
+    assert stop.outcome.message == "Time limit of 60.0s reached: 60.0s elapsed (timeout(minutes=1))"
+
+
+def test_session_scope_counts_across_prompts() -> None:
+    governor = governed(max_turns(3, scope="session"))
+    governor.handle(TurnStarting())
+    governor.handle(TurnStarting())
+    governor.handle(RunStarted("second prompt"))
+    assert governor.handle(TurnStarting()) is CONTINUE
+    assert isinstance(governor.handle(TurnStarting()), Stop)
+
+
+def test_all_of_trips_only_when_every_part_has() -> None:
+    prices = Prices({"m": {"input": "1000000", "output": "0"}})
+    governor = Governor(max_turns(2) & max_cost("3"), clock=FakeClock(), pricer=prices)
+    governor.handle(RunStarted())
+    for _ in range(4):
+        assert governor.handle(TurnStarting()) is CONTINUE
+    governor.handle(ModelResponse("m", input_tokens=3))
+    stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert "Turn limit reached: 4 of 2" in stop.outcome.message
+
+
+def test_synthesize_policy_and_the_final_outcome() -> None:
+    governor = governed(max_tool_calls(1, on_limit="synthesize"))
+    governor.handle(ToolCall("search", {"q": "a"}))
+    stop = governor.handle(ToolCall("search", {"q": "b"}))
+    assert isinstance(stop, Stop)
+    assert stop.synthesize
+    outcome = governor.synthesized("Probably 42; the second search did not run.")
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.partial_output == "Probably 42; the second search did not run."
+
+
+def test_best_effort_finishes_with_warnings_and_the_partial_output() -> None:
+    governor = governed(max_turns(1, on_limit="best_effort"))
+    governor.handle(TurnStarting())
+    governor.handle(TurnEnded("a draft answer"))
+    stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert stop.outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert stop.outcome.partial_output == "a draft answer"
+
+
+def test_wrap_up_asks_the_driver_to_synthesize() -> None:
+    governor = governed(max_turns(1, on_limit="ask"))
+    governor.handle(TurnStarting())
+    ask = governor.handle(TurnStarting())
+    assert isinstance(ask, Ask)
+    stop = governor.resolve(ask, Choice.WRAP_UP)
+    assert isinstance(stop, Stop)
+    assert stop.synthesize
+
+
+def test_cancel_from_another_thread_stops_the_next_event() -> None:
+    governor = governed(max_turns(10))
+    thread = threading.Thread(target=governor.cancel, args=("user pressed stop",))
+    thread.start()
+    thread.join()
+    stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert stop.outcome.status is Status.CANCELLED
+    assert stop.outcome.message == "The run was cancelled: user pressed stop."
+
+
+def test_completed_run_outcome() -> None:
+    governor = governed(max_turns(10))
+    governor.handle(TurnStarting())
+    stop = governor.handle(RunEnded("done"))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.status is Status.COMPLETED
+    assert stop.outcome.partial_output == "done"
+    assert stop.outcome.checkpoint is None
+
+
+def test_a_child_cannot_escape_its_parents_budget() -> None:
+    parent = governed(max_tool_calls(3))
+    child = parent.child(max_tool_calls(10))
+    child.handle(RunStarted("sub-task"))
+    parent.handle(ToolCall("a"))
+    assert child.handle(ToolCall("b")) is CONTINUE
+    assert child.handle(ToolCall("c")) is CONTINUE
+    stop = child.handle(ToolCall("d"))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.reason == "tool_call_limit"
+    assert parent.usage.tool_calls == 3
+    assert child.usage.tool_calls == 2
+
+
+def test_a_child_may_be_tighter_than_its_parent() -> None:
+    parent = governed(max_tool_calls(10))
+    child = parent.child(max_tool_calls(1))
+    child.handle(RunStarted())
+    assert child.handle(ToolCall("a")) is CONTINUE
+    assert isinstance(child.handle(ToolCall("b")), Stop)
+    assert parent.handle(ToolCall("c")) is CONTINUE
+
+
+def test_checkpoint_and_restore_keep_the_counts() -> None:
+    ledger = MemoryLedger()
+    governor = Governor(max_turns(3), clock=FakeClock(), ledger=ledger)
+    governor.handle(RunStarted("long task", run_id="r1"))
+    for _ in range(3):
+        governor.handle(TurnStarting())
+    governor.handle(ToolResult("grep", "found"))
+    stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert stop.outcome.checkpoint == "memory:r1"
+    assert any("memory:r1" in text for text in stop.outcome.suggestions)
+
+    resumed = Governor(max_turns(5), clock=FakeClock(), ledger=ledger)
+    resumed.restore("memory:r1")
+    assert resumed.run_id == "r1"
+    assert resumed.usage.turns == 3
+    assert resumed.handle(TurnStarting()) is CONTINUE
+    assert resumed.handle(TurnStarting()) is CONTINUE
+    assert isinstance(resumed.handle(TurnStarting()), Stop)
+
+
+def test_shadow_mode_records_and_does_not_enforce() -> None:
+    governor = governed(max_turns(1, shadow=True))
+    for _ in range(3):
+        assert governor.handle(TurnStarting()) is CONTINUE
+    assert len(governor.shadow_trips) == 1
+    assert governor.shadow_trips[0].limit == "max_turns(1, shadow=True)"
+
+
+def test_warnings_come_once_per_round() -> None:
+    governor = governed(max_turns(4, warn_at=0.5))
+    assert governor.handle(TurnStarting()) is CONTINUE
+    warn = governor.handle(TurnStarting())
+    assert isinstance(warn, Warn)
+    assert warn.message == "Turn 2 of 4: 2 turns left; wrap up soon."
+    assert governor.handle(TurnStarting()) is CONTINUE
+
+
+def test_resolve_rejects_a_foreign_ask_and_bad_answers() -> None:
+    governor = governed(max_turns(0, on_limit="ask"))
+    other = governed(max_turns(0, on_limit="ask"))
+    ask = other.handle(TurnStarting())
+    mine = governor.handle(TurnStarting())
+    assert isinstance(ask, Ask) and isinstance(mine, Ask)
+    with pytest.raises(ConfigurationError, match="not this governor's open question"):
+        governor.resolve(Ask("?", "turn_limit", "x", owner=governor), True)
+    with pytest.raises(ConfigurationError, match="answer="):
+        governor.resolve(mine, Choice.EXTEND)
+    with pytest.raises(ConfigurationError, match="Answer.amount=0"):
+        Answer(Choice.EXTEND, 0)
+
+
+def test_unknown_events_are_refused_clearly() -> None:
+    governor = governed(max_turns(1))
+    with pytest.raises(ConfigurationError, match="one of the events in haltwise.events"):
+        governor.handle("TurnStarting")  # type: ignore[arg-type]
