@@ -102,7 +102,7 @@ class Governor:
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
         self._cancel_lock = threading.Lock()
-        self._slots: dict[int, Slot] = {}
+        self._slots: dict[Leaf, Slot] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
         self._handlers: dict[type, Callable[[Any], Decision]] = {
@@ -212,12 +212,12 @@ class Governor:
         for new_leaf in as_limit(limit).leaves():
             for index, old in enumerate(members):
                 if isinstance(old, Leaf) and old.key() == new_leaf.key():
-                    slot = self._slots.pop(id(old))
+                    slot = self._slots.pop(old)
                     if not old.enforced and new_leaf.enforced:
                         # The spec's LimitReEnabled: a limit switched back on starts from zero.
                         slot.new_round(new_leaf.metric(slot, self))
                     slot.warned = False
-                    self._slots[id(new_leaf)] = slot
+                    self._slots[new_leaf] = slot
                     members[index] = new_leaf
                     break
             else:
@@ -258,13 +258,13 @@ class Governor:
 
     def standing(self) -> list[LimitStatus]:
         """Each limit's count and cap in the current round, for widgets and ``/limits``."""
-        return [leaf.standing(self._slots[id(leaf)], self) for leaf in self._leaves]
+        return [leaf.standing(self._slots[leaf], self) for leaf in self._leaves]
 
     def turns(self) -> tuple[int, int | None]:
         """The turn count of this round and the turn limit (None: unlimited or no turn limit)."""
         for leaf in self._leaves:
             if leaf.reason == "turn_limit":
-                status = leaf.standing(self._slots[id(leaf)], self)
+                status = leaf.standing(self._slots[leaf], self)
                 return int(status.used), status.cap
         return self._run.turns, None
 
@@ -296,7 +296,7 @@ class Governor:
                     "extra": _jsonable(slot.extra),
                 }
                 for leaf in self._leaves
-                for slot in (self._slots[id(leaf)],)
+                for slot in (self._slots[leaf],)
             ],
             "last_text": self._last_text,
         }
@@ -316,7 +316,7 @@ class Governor:
             for leaf in self._leaves:
                 entry = saved.get(repr(leaf))
                 if entry is not None:
-                    slot = self._slots[id(leaf)]
+                    slot = self._slots[leaf]
                     slot.baseline = _from_json(entry["baseline"])
                     slot.extra = _from_json(entry["extra"])
             self._run_id = str(data["run_id"])
@@ -334,7 +334,7 @@ class Governor:
         return self._clock()
 
     def slot(self, leaf: Leaf) -> Slot:
-        return self._slots[id(leaf)]
+        return self._slots[leaf]
 
     def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal:
         cost = self._price(model, input_tokens, max_tokens, 0, 0)
@@ -357,7 +357,7 @@ class Governor:
         if self._session.started_at is None:
             self._session.started_at = now
         for leaf in self._leaves:
-            slot = self._slots[id(leaf)]
+            slot = self._slots[leaf]
             if leaf.scope == "run":
                 slot.new_round()
                 slot.state = leaf.new_state()
@@ -620,18 +620,18 @@ class Governor:
         slots = {}
         for leaf in self._leaves:
             tally = self._session if leaf.scope == "session" else self._run
-            slot = self._slots.get(id(leaf)) if keep_slots else None
+            slot = self._slots.get(leaf) if keep_slots else None
             if slot is None:
                 slot = Slot(tally)
                 slot.state = leaf.new_state()
-            slots[id(leaf)] = slot
+            slots[leaf] = slot
         self._slots = slots
         self._needs_prices = any(leaf.reason == "cost_limit" for leaf in self._leaves)
         table: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
         for member in limits.members():
             if isinstance(member, Leaf) and not member.enforced:
                 continue
-            slot = self._slots.get(id(member)) if isinstance(member, Leaf) else None
+            slot = self._slots.get(member) if isinstance(member, Leaf) else None
             for event_type in member.pre_events:
                 table[event_type][0].append((member, slot))
             after = set(member.post_events)

@@ -391,10 +391,11 @@ class Leaf(Limit):
         return f"{self.factory}({self._args})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and repr(other) == repr(self)
+        return isinstance(other, Leaf) and type(other) is type(self) and repr(other) == repr(self)
 
     def __hash__(self) -> int:
-        return hash(repr(self))
+        return hash((type(self), self._args))
+
 
     def leaves(self) -> Iterator[Leaf]:
         yield self
@@ -766,6 +767,12 @@ class _Check(Leaf):
 
     def __repr__(self) -> str:
         return self._args
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Check) and other.function is self.function
+
+    def __hash__(self) -> int:
+        return hash(self.function)
 
     def key(self) -> tuple[Any, ...]:
         return (type(self), self.function)
