@@ -5,6 +5,8 @@ The flat public surface. The engine (``haltwise.engine``) decides; drivers
 the scripted OpenAI-compatible server and fake clock for tests.
 """
 
+from importlib import metadata as _metadata
+
 from .config import Settings, load_config, parse_turn_limit
 from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
 from .engine.decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
@@ -60,6 +62,11 @@ from .engine.policies import Evidence, Policy
 from .pricing import ModelRate, Prices
 
 unlimited = UNLIMITED
+
+try:
+    __version__ = _metadata.version("haltwise")
+except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0"
 
 __all__ = [
     "CONTINUE",

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from haltwise import (
+    UNLIMITED,
     ConfigurationError,
     InvalidValueError,
-    UNLIMITED,
     load_config,
     max_cost,
     max_tokens,
@@ -34,7 +34,9 @@ def test_max_turns_rejects(value: object) -> None:
 
 
 def test_factory_options_are_checked() -> None:
-    with pytest.raises(InvalidValueError, match="max_turns\\(scope\\)='forever'.*'run' or 'session'"):
+    with pytest.raises(
+        InvalidValueError, match="max_turns\\(scope\\)='forever'.*'run' or 'session'"
+    ):
         max_turns(3, scope="forever")  # type: ignore[arg-type]
     with pytest.raises(InvalidValueError, match="warn_at\\)=1.5.*between 0 and 1"):
         max_turns(3, warn_at=1.5)
@@ -59,7 +61,11 @@ def test_factory_options_are_checked() -> None:
         ("HALTWISE_MAX_TURNS", "abc", f"HALTWISE_MAX_TURNS='abc' is not valid: {COUNT}"),
         ("HALTWISE_MAX_TURNS", "1e99", f"HALTWISE_MAX_TURNS='1e99' is not valid: {COUNT}"),
         ("HALTWISE_MAX_TURNS", "2.5", f"HALTWISE_MAX_TURNS='2.5' is not valid: {COUNT}"),
-        ("HALTWISE_MAX_COST", "lots", "HALTWISE_MAX_COST='lots' is not valid: expected a non-negative"),
+        (
+            "HALTWISE_MAX_COST",
+            "lots",
+            "HALTWISE_MAX_COST='lots' is not valid: expected a non-negative",
+        ),
         ("HALTWISE_TIMEOUT", "soon", "HALTWISE_TIMEOUT='soon' is not valid: expected seconds"),
         ("HALTWISE_WARN_AT", "80%", "HALTWISE_WARN_AT='80%' is not valid: expected a fraction"),
         ("HALTWISE_ON_LIMIT", "panic", "HALTWISE_ON_LIMIT='panic' is not valid: expected one of"),
@@ -72,7 +78,9 @@ def test_bad_environment_values(variable: str, value: str, message: str) -> None
 
 
 def test_an_unknown_environment_variable_is_named_with_a_suggestion() -> None:
-    with pytest.raises(ConfigurationError, match="'HALTWISE_MAX_TURN'; did you mean 'HALTWISE_MAX_TURNS'"):
+    with pytest.raises(
+        ConfigurationError, match="'HALTWISE_MAX_TURN'; did you mean 'HALTWISE_MAX_TURNS'"
+    ):
         settings_from_env({"HALTWISE_MAX_TURN": "5"})
 
 
@@ -130,7 +138,10 @@ def test_pyproject_table_and_discovery(tmp_path: Path) -> None:
         ("max_turns = 'abc'\n", "haltwise.toml: max_turns='abc' is not valid"),
         ("max_turns = true\n", "haltwise.toml: max_turns=True is not valid"),
         ("max_turns = 1e99\n", re.escape("haltwise.toml: max_turns=Decimal('1E+99') is not valid")),
-        ("max_trns = 5\n", "unknown setting in .*haltwise.toml: 'max_trns'; did you mean 'max_turns'"),
+        (
+            "max_trns = 5\n",
+            "unknown setting in .*haltwise.toml: 'max_trns'; did you mean 'max_turns'",
+        ),
         ("tool_calls = 5\n", "haltwise.toml: tool_calls=5 is not valid"),
         ("[tool_calls]\nsearch = -2\n", "haltwise.toml: tool_calls.search=-2 is not valid"),
         ("max_turns = [\n", "haltwise.toml: not valid TOML"),
@@ -155,7 +166,11 @@ def test_turn_limit_command(command: str, expected: object) -> None:
     assert parse_turn_limit(command) == expected
 
 
-@pytest.mark.parametrize("command", ["/turn-limit abc", "/turn-limit -1", "/turn-limit", "/turn-limit 1e99"])
+@pytest.mark.parametrize(
+    "command", ["/turn-limit abc", "/turn-limit -1", "/turn-limit", "/turn-limit 1e99"]
+)
 def test_turn_limit_command_rejects(command: str) -> None:
-    with pytest.raises(InvalidValueError, match="/turn-limit=.* is not valid: expected a non-negative"):
+    with pytest.raises(
+        InvalidValueError, match="/turn-limit=.* is not valid: expected a non-negative"
+    ):
         parse_turn_limit(command)

@@ -53,7 +53,10 @@ def test_model_calls_would_exceed_before_the_call_is_sent() -> None:
     stop = governor.handle(ModelRequest("gpt-4o"))
     assert isinstance(stop, Stop)
     assert stop.outcome.reason == "model_call_limit"
-    assert stop.outcome.message == "Model calls limit reached: 2 of 2 model calls used (max_model_calls(2))"
+    assert (
+        stop.outcome.message
+        == "Model calls limit reached: 2 of 2 model calls used (max_model_calls(2))"
+    )
     assert stop.provider_called is False
     assert governor.usage.model_calls == 2
 

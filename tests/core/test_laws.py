@@ -26,11 +26,11 @@ from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
 counts = st.integers(min_value=0, max_value=8)
-events = st.lists(
-    st.sampled_from([TurnStarting(), ModelRequest("m"), ToolCall("t")]), max_size=40
-)
-leaves = st.builds(max_turns, counts) | st.builds(max_model_calls, counts) | st.builds(
-    max_tool_calls, counts
+events = st.lists(st.sampled_from([TurnStarting(), ModelRequest("m"), ToolCall("t")]), max_size=40)
+leaves = (
+    st.builds(max_turns, counts)
+    | st.builds(max_model_calls, counts)
+    | st.builds(max_tool_calls, counts)
 )
 
 
@@ -97,8 +97,10 @@ def test_or_flattens_and_its_repr_echoes(a: Limit, b: Limit, c: Limit) -> None:
 
 
 def test_repr_echoes_what_was_written() -> None:
-    limit = max_turns(20) | max_tool_calls(5, tool="web_search") | all_of(
-        max_turns(3), max_model_calls(2)
+    limit = (
+        max_turns(20)
+        | max_tool_calls(5, tool="web_search")
+        | all_of(max_turns(3), max_model_calls(2))
     )
     assert repr(limit) == (
         "max_turns(20) | max_tool_calls(5, tool='web_search') | max_turns(3) & max_model_calls(2)"

@@ -1,4 +1,4 @@
-"""The turn limit: one test per row of DESIGN.md's table, then the Allium spec as a state machine."""
+"""The turn limit: a test per row of DESIGN.md's table, then the Allium spec as a state machine."""
 
 from __future__ import annotations
 

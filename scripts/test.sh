@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: system packages, a virtualenv, the dev extras, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages the end-to-end tests drive (a real terminal for the chat).
+need=()
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+exec .venv/bin/python -m pytest "$@"
