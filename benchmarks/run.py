@@ -22,7 +22,8 @@ def main(names: list[str]) -> int:
         return 2
     for path in chosen:
         spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         print(f"\n== {path.stem} ==")

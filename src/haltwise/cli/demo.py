@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         outcome = solve(client, model, "Make the parser tests pass.", guard)
         served = server.responses_served
     usage = outcome.usage
-    print(f"Turns: {usage.turns}/{args.max_turns}  tokens: {usage.total_tokens}  cost: ${usage.cost}")
+    print(f"Turns: {usage.turns}/{args.max_turns}  tokens: {usage.total_tokens}")
+    print(f"cost:  ${usage.cost}")
     print(f"outcome: {outcome.status} ({outcome.reason})")
     print(f"  {outcome.message}")
     for suggestion in outcome.suggestions:

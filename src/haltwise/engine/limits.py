@@ -396,7 +396,6 @@ class Leaf(Limit):
     def __hash__(self) -> int:
         return hash((type(self), self._args))
 
-
     def leaves(self) -> Iterator[Leaf]:
         yield self
 
