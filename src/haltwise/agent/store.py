@@ -190,8 +190,8 @@ class Store(Ledger):
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO runs (id, conversation_id, prompt, started_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET ended_at=NULL, status=NULL, reason=NULL, "
-                "outcome=NULL",
+                "ON CONFLICT(id) DO UPDATE SET conversation_id=excluded.conversation_id, "
+                "ended_at=NULL, status=NULL, reason=NULL, outcome=NULL",
                 (run_id, conversation_id, prompt, time.time()),
             )
 
@@ -213,12 +213,6 @@ class Store(Ledger):
                     (conversation_id, first_seq + i, run_id, json.dumps(message))
                     for i, message in enumerate(messages)
                 ],
-            )
-            # Messages past ``total`` belong to a future that never happened (a resumed run
-            # went another way): drop them so the conversation reads in order.
-            db.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND seq >= ?",
-                (conversation_id, total),
             )
             db.execute(
                 "INSERT INTO checkpoints (run_id, saved_at, messages, data) VALUES (?, ?, ?, ?) "

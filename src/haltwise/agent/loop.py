@@ -1,0 +1,751 @@
+"""The agent loop: one loop for ``haltwise chat``, ``haltwise run`` and the demo.
+
+``Agent.send(prompt)`` runs one user prompt to its ``Outcome``. Each step is reported to the
+governor through the drivers' flow (``haltwise.drivers.Run``), and its decision is carried out:
+
+- ``Continue``: go on.
+- ``Warn``: the note goes into the conversation, as a message the model reads before its next
+  request.
+- ``Block``: the tool call does not run; the reason is the tool's error.
+- ``Ask``: the face's prompter asks the human (the chat's dialog); with no prompter (``run``)
+  the run stops: the seeds' silent abort.
+- ``Stop``: the run ends; with ``synthesize`` a tools-free pass first writes the best answer from
+  what was gathered.
+
+The model is any OpenAI-compatible chat-completions endpoint, called with the ``openai`` client,
+streaming, with tools. The stream is read on a helper thread, so that ``cancel()`` (Ctrl-C) ends
+the run at once even while the endpoint has not answered yet.
+
+Two threads may use an agent: the one that runs ``send`` and the face's (status for the widget,
+``/turn-limit``, ``cancel``, messages typed while the run goes on). The governor is shared under
+a lock that is never held while a human is being asked or the model is being waited for.
+
+Faces hear about everything through a ``Listener`` (no-op methods; override what you show).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ..drivers.guard import Guard, Run
+from ..drivers.prompters import Prompter
+from ..engine.decisions import Answer, Ask, Block, Choice, Decision, Stop
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal, HaltwiseError
+from ..engine.events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from ..engine.governor import Governor
+from ..engine.limits import Leaf, Limit, LimitStatus, Unlimited, max_turns
+from ..engine.outcome import Outcome, Status, Usage
+from ..engine.policies import Evidence
+from .store import RunRecord, Store
+from .tools import Toolbox, ToolOutput
+
+__all__ = ["Agent", "AgentError", "AgentStatus", "Listener", "SYSTEM_PROMPT"]
+
+SYSTEM_PROMPT = """\
+You are a careful coding agent working in the folder {workspace}.
+Use the tools to look before you change anything: read files, list folders, search text.
+Change files with edit_file (exact text replacement) or write_file; run commands with \
+run_command. Paths are relative to that folder; you cannot leave it.
+Messages that start with [haltwise] come from the budget keeper of this session: heed them.
+When the task is done, answer with a short summary and no tool call."""
+
+SYNTHESIS_PROMPT = """\
+[haltwise] The run has stopped: {reason}
+Do not call any tool. From what you have gathered so far, write the best final answer you can \
+to the user's request. Say plainly what is done, what is missing or unverified, and what to do \
+next."""
+
+
+class AgentError(HaltwiseError):
+    """The model endpoint could not be used (unreachable, refused the key, unknown model)."""
+
+
+class _Cancelled(BaseException):
+    """Raised inside the loop when the run is cancelled while it waits (stream, tool, dialog).
+
+    A BaseException, so that the drivers' handlers for ordinary errors let it through.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStatus:
+    """What the widget shows: the turn count of this round, tokens and dollars."""
+
+    #: Turns used in this round.
+    turns: int
+    #: The turn limit (with any extension), or None when unlimited.
+    max_turns: int | None
+    #: Tokens of the whole session (input and output).
+    tokens: int
+    #: Dollars of the whole session; None when some model call had no known price.
+    cost: Decimal | None
+    #: ``idle``, ``running``, ``asking`` (a question is open) or ``synthesizing``.
+    state: str = "idle"
+    run_id: str = ""
+
+    def widget(self) -> str:
+        """``Turns: 3/25 │ 1,234 tokens │ $0.0012`` (``N/∞`` when unlimited, ``$?`` unknown)."""
+        cap = "∞" if self.max_turns is None else str(self.max_turns)
+        cost = "$?" if self.cost is None else f"${_money(self.cost)}"
+        return f"Turns: {self.turns}/{cap} │ {self.tokens:,} tokens │ {cost}"
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount:.4f}" if amount < 1 else f"{amount:.2f}"
+
+
+class Listener:
+    """What a face hears from the agent. Every method does nothing; override what you show.
+
+    Methods are called on the thread that runs ``Agent.send``.
+    """
+
+    def run_started(self, run_id: str, prompt: str, resumed: bool) -> None:
+        """A run started (or a stored run was continued)."""
+
+    def status(self, status: AgentStatus) -> None:
+        """The counts changed: redraw the widget."""
+
+    def text(self, delta: str) -> None:
+        """A piece of the model's reply, as it streams."""
+
+    def text_done(self) -> None:
+        """The model's reply ended (its text, if any, has all been given)."""
+
+    def tool_started(self, name: str, arguments: str, call_id: str) -> None:
+        """The model asked for a tool call."""
+
+    def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
+        """A tool call returned (or was refused)."""
+
+    def blocked(self, name: str, reason: str) -> None:
+        """A limit refused a tool call; ``reason`` goes to the model as the tool's error."""
+
+    def note(self, text: str) -> None:
+        """A soft limit's note was put into the conversation for the model."""
+
+    def injected(self, text: str) -> None:
+        """A message the human typed during the run was put into the conversation."""
+
+    def asking(self, ask: Ask) -> None:
+        """A limit asks the human (the prompter is called next)."""
+
+    def synthesizing(self, reason: str) -> None:
+        """A tools-free pass is writing the final answer (its text streams next)."""
+
+    def event(self, event: Event, decision: Decision) -> None:
+        """The governor answered ``event`` with ``decision`` (for logs and ``--json``)."""
+
+    def run_ended(self, outcome: Outcome) -> None:
+        """The run ended."""
+
+
+class _SharedGovernor(Governor):
+    """A governor that the agent's thread and the face's thread may both use."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lock = threading.RLock()
+
+    def handle(self, event: Event) -> Decision:
+        with self.lock:
+            return super().handle(event)
+
+    __call__ = handle
+
+    def resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
+        with self.lock:
+            return super().resolve(ask, answer)
+
+    def set_limit(self, limit: Limit) -> None:
+        with self.lock:
+            super().set_limit(limit)
+
+    def synthesized(self, answer: str) -> Outcome:
+        with self.lock:
+            return super().synthesized(answer)
+
+    def stop(self, reason: str, message: str, status: Status = Status.ABANDONED) -> Stop:
+        with self.lock:
+            return super().stop(reason, message, status)
+
+    def checkpoint(self) -> dict[str, Any]:
+        with self.lock:
+            return super().checkpoint()
+
+    def restore(self, data: dict[str, Any] | str) -> None:
+        with self.lock:
+            super().restore(data)
+
+
+class _AgentRun(Run):
+    """A run whose first event the agent reports itself, so that its listener hears it too:
+    ``RunStarted``, or for a stored run taken up again an ``Injected`` message (a
+    ``RunStarted`` would reset its counts)."""
+
+    def __enter__(self) -> _AgentRun:
+        return self
+
+
+@dataclass
+class _Call:
+    """A tool call being assembled from the stream."""
+
+    call_id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _Reply:
+    """One model reply, assembled from its stream."""
+
+    text: str = ""
+    calls: list[_Call] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    usage_known: bool = False
+
+
+class Agent:
+    """A tool-using agent over an OpenAI-compatible endpoint, governed by haltwise.
+
+    ``client`` is an ``openai.OpenAI``; ``limits`` the limit expression (or pass ``governor``);
+    ``store`` the SQLite store that keeps conversations and checkpoints (optional);
+    ``prompter`` asks the human at a limit (None: no UI, a limit that asks stops the run).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        toolbox: Toolbox,
+        *,
+        limits: Limit | None = None,
+        governor: Governor | None = None,
+        pricer: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        store: Store | None = None,
+        listener: Listener | None = None,
+        prompter: Prompter | None = None,
+        system_prompt: str | None = None,
+        max_output_tokens: int | None = None,
+        base_url: str = "",
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.toolbox = toolbox
+        self.store = store
+        self.listener = listener or Listener()
+        self.max_output_tokens = max_output_tokens
+        self.governor = governor or _SharedGovernor(
+            limits, clock=clock, pricer=pricer, ledger=store
+        )
+        self._lock: threading.RLock = getattr(self.governor, "lock", threading.RLock())
+        self._prompter = prompter
+        self.guard = Guard(
+            governor=self.governor,
+            prompter=None if prompter is None else self._ask,
+            synthesizer=self._synthesize,
+        )
+        prompt = (system_prompt or SYSTEM_PROMPT).format(workspace=toolbox.workspace.root)
+        #: The conversation, as OpenAI chat messages.
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
+        self.conversation_id = (
+            store.new_conversation(
+                model=model, base_url=base_url, workspace=str(toolbox.workspace.root)
+            )
+            if store is not None
+            else uuid.uuid4().hex[:12]
+        )
+        self._base_url = base_url
+        #: How many messages are already in the store.
+        self._saved = 0
+        self._continued: str | None = None
+        self._state = "idle"
+        self._running = False
+        self._run_id = ""
+        self._cancel = threading.Event()
+        self._cancel_reason = "cancelled by the user"
+        self._inbox: queue.Queue[str] = queue.Queue()
+        self._waiting: queue.Queue[tuple[str, Any]] | None = None
+        self._stream_usage = True
+        self._usage_known = True
+        self._run: Run | None = None
+
+    # ----------------------------------------------------------------------------------------
+    # For faces
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def status(self) -> AgentStatus:
+        """The widget's numbers, now."""
+        with self._lock:
+            turns, cap = self.governor.turns()
+            usage = self.governor.session_usage
+        return AgentStatus(
+            turns=turns,
+            max_turns=cap,
+            tokens=usage.total_tokens,
+            cost=usage.cost,
+            state=self._state,
+            run_id=self._run_id,
+        )
+
+    def standing(self) -> list[LimitStatus]:
+        with self._lock:
+            return self.governor.standing()
+
+    def usage(self) -> tuple[Usage, Usage]:
+        """What the current (or last) run spent, and what the session spent."""
+        with self._lock:
+            return self.governor.usage, self.governor.session_usage
+
+    def set_turn_limit(self, value: int | Unlimited) -> AgentStatus:
+        """``/turn-limit N|unlimited`` with the design's semantics (``Governor.set_limit``):
+        unlimited to N restarts the count; N to M keeps it."""
+        with self._lock:
+            if self.governor.pending is not None:
+                raise ConfigurationError(
+                    "a question is open: answer it first (choose 'extend N' to raise the limit)"
+                )
+            current = _turn_leaf(self.governor.limits)
+            options: dict[str, Any] = {}
+            if current is not None:
+                policy = current.policy
+                plain = policy.timeout is None and policy.synthesizer is None
+                options = {
+                    "scope": current.scope,
+                    "warn_at": current.warn_at,
+                    "on_limit": policy.name if plain else policy,
+                }
+            self.governor.set_limit(max_turns(value, **options))
+        status = self.status()
+        self.listener.status(status)
+        return status
+
+    def inject(self, text: str) -> bool:
+        """A message typed while the run goes on: it joins the conversation before the next
+        model call, with no count reset. False when no run is going on."""
+        if not self._running:
+            return False
+        self._inbox.put(text)
+        return True
+
+    def cancel(self, reason: str = "cancelled by the user") -> bool:
+        """Stop the current run as soon as possible (any thread). False when none is running."""
+        if not self._running:
+            return False
+        self._cancel_reason = reason
+        self._cancel.set()
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.put(("cancel", None))
+        self.toolbox.cancel()
+        return True
+
+    def resume(self, record: RunRecord) -> None:
+        """Take up a stored run: its conversation and its counts. The next ``send`` continues
+        that run (no count reset); later ones start new runs."""
+        if record.checkpoint is None:
+            raise ConfigurationError(f"run {record.run_id} has no checkpoint to resume from")
+        self.messages = list(record.messages) or self.messages
+        self.governor.restore(record.checkpoint)
+        self._continued = record.run_id
+        self._run_id = record.run_id
+        self._saved = 0  # the store forks the conversation: everything is written anew
+        self.listener.status(self.status())
+
+    # ----------------------------------------------------------------------------------------
+    # A run
+
+    def send(self, prompt: str) -> Outcome:
+        """Run one user prompt to its outcome.
+
+        Endpoint failures raise ``AgentError`` and configuration problems (a cost limit on a
+        model with no price) ``ConfigurationError``, after the run's outcome is recorded.
+        """
+        self._cancel.clear()
+        while not self._inbox.empty():
+            self._inbox.get_nowait()
+        continued, self._continued = self._continued, None
+        run_id = continued or uuid.uuid4().hex[:12]
+        self._run_id = run_id
+        self._running = True
+        self._usage_known = True
+        self._set_state("running")
+        if prompt or not continued:
+            self.messages.append({"role": "user", "content": prompt})
+        if self.store is not None:
+            self.store.start_run(self.conversation_id, run_id, prompt)
+        self.listener.run_started(run_id, prompt, continued is not None)
+        run = _AgentRun(self.guard, prompt, run_id, True)
+        self._run = run
+        failure: BaseException | None = None
+        try:
+            with run:
+                try:
+                    if not continued:
+                        self._report(run, RunStarted(prompt, run_id))
+                    elif prompt:
+                        self._report(run, Injected(prompt))
+                    self._checkpoint()
+                    self._loop(run)
+                except _Cancelled:
+                    # Any event now gets the governor's Stop(cancelled); it ends the block.
+                    self._report(run, TurnEnded())
+        except (HaltError, HaltSignal) as error:
+            # A stop while the run was starting (before the block could catch it).
+            run.outcome = run.outcome or error.outcome
+        except Exception as error:
+            failure = error
+        finally:
+            self._running = False
+            self._run = None
+        outcome = run.outcome or self.governor.outcome
+        assert outcome is not None
+        self._repair()
+        self._checkpoint()
+        if self.store is not None:
+            self.store.end_run(run_id, outcome)
+        self._set_state("idle")
+        self.listener.run_ended(outcome)
+        if failure is not None:
+            raise failure
+        return outcome
+
+    def _loop(self, run: Run) -> None:
+        while True:
+            self._report(run, TurnStarting())
+            self._take_messages(run)
+            self._report(
+                run, ModelRequest(self.model, max_tokens=self.max_output_tokens)
+            )
+            reply = self._model_call(self.messages, tools=True)
+            self._report(
+                run,
+                ModelResponse(
+                    model=self.model,
+                    input_tokens=reply.input_tokens,
+                    output_tokens=reply.output_tokens,
+                    cache_read_tokens=reply.cached_tokens,
+                    text=reply.text or None,
+                    tool_calls=len(reply.calls),
+                ),
+            )
+            self.messages.append(_assistant_message(reply))
+            for call in reply.calls:
+                self._tool(run, call)
+            self._report(run, TurnEnded(reply.text or None))
+            self._checkpoint()
+            if not reply.calls:
+                self._report(run, RunEnded(reply.text or None))
+                return
+
+    def _take_messages(self, run: Run) -> None:
+        """Put the human's typed messages and the limits' notes into the conversation."""
+        while True:
+            try:
+                text = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            self.messages.append({"role": "user", "content": text})
+            self._report(run, Injected(text))
+            self.listener.injected(text)
+        for note in run.notes():
+            self.messages.append({"role": "user", "content": f"[haltwise] {note}"})
+            self.listener.note(note)
+
+    def _tool(self, run: Run, call: _Call) -> None:
+        self.listener.tool_started(call.name, call.arguments, call.call_id)
+        decision = self._report(run, ToolCall(call.name, call.arguments, call.call_id))
+        if isinstance(decision, Block):
+            self.listener.blocked(call.name, decision.reason)
+            output = ToolOutput(decision.reason, is_error=True)
+        else:
+            output = self.toolbox.call(call.name, call.arguments)
+        if self._cancel.is_set():
+            raise _Cancelled
+        content = f"error: {output.content}" if output.is_error else output.content
+        self.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": content})
+        self.listener.tool_finished(call.name, output, call.call_id)
+        self._report(
+            run,
+            ToolResult(
+                call.name,
+                output.content,
+                call.call_id,
+                is_error=output.is_error,
+                exit_code=output.exit_code,
+            ),
+        )
+
+    def _report(self, run: Run, event: Event) -> Decision:
+        """Send ``event`` through the drivers' flow; tell the listener; publish the counts."""
+        if self._cancel.is_set():
+            self.governor.cancel(self._cancel_reason)
+        try:
+            decision = run.send(event)
+        except (HaltError, HaltSignal):
+            stopped = self.governor.stopped
+            if stopped is not None:
+                self.listener.event(event, stopped)
+            raise
+        self.listener.event(event, decision)
+        if isinstance(event, TurnStarting | ModelResponse | RunStarted | ToolCall):
+            self.listener.status(self.status())
+        return decision
+
+    # ----------------------------------------------------------------------------------------
+    # Carrying out Ask and Stop(synthesize)
+
+    def _ask(self, ask: Ask) -> Answer | Choice | bool | None:
+        assert self._prompter is not None
+        self._set_state("asking")
+        self.listener.asking(ask)
+        try:
+            answer = self._prompter(ask)
+        finally:
+            self._set_state("running")
+        if self._cancel.is_set():
+            raise _Cancelled
+        if answer is not None and not isinstance(answer, Answer | Choice | bool):
+            raise ConfigurationError("the chat's prompter must answer synchronously")
+        return answer
+
+    def _synthesize(self, evidence: Evidence) -> str:
+        self._set_state("synthesizing")
+        self.listener.synthesizing(evidence.stop_message)
+        self._repair(f"not run: the run stopped ({evidence.stop_message})")
+        self.messages.append(
+            {"role": "user", "content": SYNTHESIS_PROMPT.format(reason=evidence.stop_message)}
+        )
+        reply = self._model_call(self.messages, tools=False)
+        self.messages.append({"role": "assistant", "content": reply.text})
+        return reply.text
+
+    # ----------------------------------------------------------------------------------------
+    # The model
+
+    def _model_call(self, messages: list[dict[str, Any]], *, tools: bool) -> _Reply:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+        }
+        if tools:
+            request["tools"] = self.toolbox.schemas()
+        if self.max_output_tokens is not None:
+            request["max_tokens"] = self.max_output_tokens
+        reply = _Reply()
+        calls: dict[int, _Call] = {}
+        try:
+            for chunk in self._chunks(request):
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    reply.usage_known = True
+                    reply.input_tokens = int(usage.prompt_tokens or 0)
+                    reply.output_tokens = int(usage.completion_tokens or 0)
+                    details = getattr(usage, "prompt_tokens_details", None)
+                    reply.cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        reply.text += delta.content
+                        self.listener.text(delta.content)
+                    for part in delta.tool_calls or ():
+                        index = part.index if part.index is not None else len(calls)
+                        call = calls.setdefault(index, _Call())
+                        if part.id:
+                            call.call_id = part.id
+                        function = part.function
+                        if function is not None:
+                            if function.name and not call.name:
+                                call.name = function.name
+                            if function.arguments:
+                                call.arguments += function.arguments
+        finally:
+            self.listener.text_done()
+        reply.calls = [calls[index] for index in sorted(calls)]
+        for number, call in enumerate(reply.calls, 1):
+            call.call_id = call.call_id or f"call_{uuid.uuid4().hex[:8]}_{number}"
+            call.name = call.name or "unnamed_tool"
+        if not reply.usage_known:
+            self._usage_known = False
+        return reply
+
+    def _chunks(self, request: dict[str, Any]) -> Iterator[Any]:
+        """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate."""
+        inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        abandoned = threading.Event()
+        with_usage = self._stream_usage
+
+        def read() -> None:
+            try:
+                stream = self._open(request, with_usage)
+                try:
+                    for chunk in stream:
+                        if abandoned.is_set():
+                            break
+                        inbox.put(("chunk", chunk))
+                finally:
+                    stream.close()
+                inbox.put(("end", None))
+            except BaseException as error:  # handed to the agent's thread
+                inbox.put(("error", error))
+
+        self._waiting = inbox
+        if self._cancel.is_set():
+            raise _Cancelled
+        reader = threading.Thread(target=read, name="haltwise-model-stream", daemon=True)
+        reader.start()
+        try:
+            while True:
+                kind, item = inbox.get()
+                if kind == "chunk":
+                    yield item
+                elif kind == "end":
+                    return
+                elif kind == "cancel":
+                    raise _Cancelled
+                else:
+                    raise self._explain(item) from item
+        finally:
+            abandoned.set()
+            self._waiting = None
+
+    def _open(self, request: dict[str, Any], with_usage: bool) -> Any:
+        import openai
+
+        completions = self.client.chat.completions
+        if not with_usage:
+            return completions.create(**request)
+        try:
+            return completions.create(**request, stream_options={"include_usage": True})
+        except openai.BadRequestError as error:
+            if "stream_options" not in str(error):
+                raise
+            # An endpoint that does not know stream_options: ask once more without it.
+            self._stream_usage = False
+            return completions.create(**request)
+
+    def _explain(self, error: BaseException) -> BaseException:
+        """A clear ``AgentError`` for the endpoint's failures; anything else unchanged."""
+        import openai
+
+        where = self._base_url or str(getattr(self.client, "base_url", "")) or "the endpoint"
+        if isinstance(error, openai.APITimeoutError):
+            return AgentError(f"the model endpoint at {where} did not answer in time")
+        if isinstance(error, openai.APIConnectionError):
+            return AgentError(
+                f"cannot reach the model endpoint at {where} ({error.__cause__ or error}). "
+                "Check --base-url (or OPENAI_BASE_URL) and that the server is running; "
+                "`haltwise demo` works with no endpoint at all"
+            )
+        if isinstance(error, openai.AuthenticationError):
+            return AgentError(
+                f"the endpoint at {where} refused the API key (HTTP 401): "
+                "set --api-key or OPENAI_API_KEY"
+            )
+        if isinstance(error, openai.NotFoundError):
+            return AgentError(
+                f"the endpoint at {where} does not know model {self.model!r} (HTTP 404): "
+                "choose one with --model or HALTWISE_MODEL"
+            )
+        if isinstance(error, openai.APIStatusError):
+            return AgentError(
+                f"the model endpoint at {where} answered HTTP {error.status_code}: "
+                f"{_error_message(error)}"
+            )
+        return error
+
+    # ----------------------------------------------------------------------------------------
+    # Keeping the conversation whole and stored
+
+    def _repair(self, content: str = "not run: the run stopped first") -> None:
+        """Give every tool call of the last reply a result, so the conversation stays valid."""
+        messages = self.messages
+        index = len(messages) - 1
+        while index >= 0 and messages[index].get("role") != "assistant":
+            index -= 1
+        if index < 0:
+            return
+        position = index + 1
+        answered = set()
+        while position < len(messages) and messages[position].get("role") == "tool":
+            answered.add(messages[position].get("tool_call_id"))
+            position += 1
+        for call in messages[index].get("tool_calls") or ():
+            if call["id"] not in answered:
+                messages.insert(position, {"role": "tool", "tool_call_id": call["id"], "content": content})
+                position += 1
+
+    def _checkpoint(self) -> None:
+        """The new messages and the counts, in one transaction."""
+        if self.store is None:
+            return
+        new = self.messages[self._saved :]
+        self.store.save_turn(
+            self.conversation_id, self._run_id, self._saved, new, self.governor.checkpoint()
+        )
+        self._saved = len(self.messages)
+
+    def _set_state(self, state: str) -> None:
+        if self._state != state:
+            self._state = state
+            self.listener.status(self.status())
+
+
+def _assistant_message(reply: _Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.calls:
+        message["tool_calls"] = [
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in reply.calls
+        ]
+    elif not reply.text:
+        message["content"] = ""
+    return message
+
+
+def _turn_leaf(limits: Limit) -> Leaf | None:
+    for leaf in limits.leaves():
+        if leaf.reason == "turn_limit":
+            return leaf
+    return None
+
+
+def _error_message(error: Any) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(error, "message", error))
