@@ -234,6 +234,8 @@ _PARSERS: dict[str, Any] = {
 
 #: Environment variable -> setting.
 ENVIRONMENT: dict[str, str] = {f"HALTWISE_{name.upper()}": name for name in _PARSERS}
+#: Variables the agent's faces read themselves (the store's file, the model): not limit settings.
+FACE_VARIABLES = frozenset({"HALTWISE_STORE", "HALTWISE_MODEL"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,7 +251,7 @@ def settings_from_env(
     changes: dict[str, Any] = {}
     sources: dict[str, str] = dict(base.sources) if base else {}
     for variable, raw in environ.items():
-        if not variable.startswith("HALTWISE_"):
+        if not variable.startswith("HALTWISE_") or variable in FACE_VARIABLES:
             continue
         name = ENVIRONMENT.get(variable)
         if name is None:
