@@ -233,7 +233,15 @@ class _Group(Limit):
 
     def __repr__(self) -> str:
         parts = []
+        shown: list[object] = []
         for member in self._members:
+            # Leaves made by one composite factory (``stuck()``) show as the call that made them.
+            composite = getattr(member, "composite", None)
+            if composite is not None and composite is not self:
+                if not any(composite is other for other in shown):
+                    shown.append(composite)
+                    parts.append(repr(composite))
+                continue
             text = repr(member)
             if isinstance(member, _AnyOf) and isinstance(self, _AllOf):
                 text = f"({text})"

@@ -1,0 +1,381 @@
+"""The escalation ladder every stuck detector shares, and the window that judges novelty.
+
+A detector that sees its pattern first *nudges* (a ``Warn`` that names exactly what repeated;
+the event goes ahead). If the agent relapses (it calls one of the repeated actions again, or
+the pattern simply goes on) the detector *refuses* the repeated call (a ``Block``, which the
+driver returns to the model as the tool's error); a relapse after that *stops* the run (a
+message, so the limit's policy applies: abort by default, with the detector's reason code).
+Observed progress (a result with new information, a ``Progress`` event, a user message) and a
+new user prompt reset the ladder.
+
+With ``ladder=False`` a detector stops at once when it sees its pattern (the behaviour of the
+exact-match checks that agents ship). In shadow mode nothing is enforced: the ladder is walked
+silently and the governor records the trip where the run would have stopped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from ..decisions import Block, Warn
+from ..errors import InvalidValueError
+from ..events import Injected, Progress, ToolCall, ToolResult, TurnEnded
+from ..limits import Context, EventType, Leaf, Scope
+from ..policies import Policy
+from ..state import Slot
+from ._keys import DEFAULT_IGNORED_FIELDS, ActionInfo, ResultInfo, analyze_call, analyze_result
+
+__all__ = ["Detector", "LadderState", "Recent", "ToolDetector", "ToolState"]
+
+#: The rungs of the ladder.
+CLEAR, WARNED, BLOCKED = 0, 1, 2
+
+Verdict = str | Warn | Block | None
+
+
+class Recent:
+    """The last ``size`` results, by reference: what counts as *already seen*.
+
+    A result carries new information when at least one of its lines is new text (not merely
+    new digits), when at least two lines changed, or when at least half of them did. An empty,
+    successful result of an action not seen in the window counts too: commands that change
+    state (``sed -i``, ``mkdir``, ``cd``) print nothing. Judging costs O(lines x size) set
+    lookups, with at most 64 lines per result; memory is ``size`` references, shared with
+    every other detector that looks at the same results.
+    """
+
+    __slots__ = ("_items", "_keys", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: deque[tuple[int, ResultInfo]] = deque()
+        self._keys: dict[int, int] = {}
+
+    def is_new(self, key: int, result: ResultInfo) -> bool:
+        items = self._items
+        if not items:
+            return True
+        lines = result.lines
+        if not lines:
+            return result.error is None and key not in self._keys
+        results = [info for _, info in items]
+        changed = novel = 0
+        for exact, masked in lines:
+            if not any(exact in info.exact for info in results):
+                changed += 1
+                if not any(masked in info.masked for info in results):
+                    novel += 1
+                    break
+        return novel > 0 or changed >= 2 or 2 * changed >= len(lines)
+
+    def push(self, key: int, result: ResultInfo) -> None:
+        self._items.append((key, result))
+        self._keys[key] = self._keys.get(key, 0) + 1
+        if len(self._items) > self.size:
+            old, _ = self._items.popleft()
+            count = self._keys[old] - 1
+            if count:
+                self._keys[old] = count
+            else:
+                del self._keys[old]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class LadderState:
+    """Where a detector stands on its ladder in one run."""
+
+    __slots__ = ("flagged", "level", "onset", "what")
+
+    def __init__(self) -> None:
+        #: ``CLEAR``, ``WARNED`` (nudged) or ``BLOCKED`` (a repeated call was refused).
+        self.level = CLEAR
+        #: The actions whose next call is a relapse (hashes of canonical action keys).
+        self.flagged: frozenset[int] = frozenset()
+        #: What repeated, in words, for the messages.
+        self.what = ""
+        #: The turn at which the pattern began, or None while there is none.
+        self.onset: int | None = None
+
+    def clear(self) -> None:
+        self.level = CLEAR
+        self.flagged = frozenset()
+        self.what = ""
+        self.onset = None
+
+
+class Detector(Leaf):
+    """A stuck detector: a limit with its own pattern and the shared ladder."""
+
+    __slots__ = ("composite", "ladder")
+
+    unit = "steps"
+
+    def __init__(
+        self,
+        args: str,
+        *,
+        ladder: bool,
+        scope: Scope,
+        on_limit: str | Policy,
+        shadow: bool,
+        name: str,
+    ) -> None:
+        super().__init__(
+            args, scope=scope, warn_at=None, on_limit=on_limit, shadow=shadow, name=name
+        )
+        self.ladder = bool(ladder)
+        #: The composite that made this detector (``stuck()``), shown in its place in a repr.
+        self.composite: Any = None
+
+    # The Leaf protocol: a detector has no cap and counts the rungs it climbed.
+
+    def new_state(self) -> LadderState:
+        return LadderState()
+
+    def cap(self) -> None:
+        return None
+
+    def metric(self, slot: Slot, ctx: Context) -> int:
+        state = slot.state
+        return state.level if isinstance(state, LadderState) else 0
+
+    def over(self, ctx: Context) -> bool:
+        state = ctx.slot(self).state
+        return isinstance(state, LadderState) and state.level > CLEAR
+
+    def restart(self, slot: Slot, ctx: Context) -> None:
+        slot.new_round()
+        slot.state = self.new_state()
+
+    def extend(self, amount: int | float, ctx: Context) -> None:
+        # "Extend" means: tolerate this pattern once more; the thresholds stay as written.
+        for leaf in self.leaves():
+            leaf.restart(ctx.slot(leaf), ctx)
+
+    def suggestions(self) -> tuple[str, ...]:
+        return (
+            "Look at the repeated step: the agent was not learning anything new from it",
+            "Give the agent a hint or a different tool, or split the task",
+        )
+
+    # The ladder
+
+    def _turn(self, slot: Slot) -> int:
+        return slot.tally.turns
+
+    def _detected(
+        self,
+        state: LadderState,
+        slot: Slot,
+        what: str,
+        flagged: Iterable[int] = (),
+        onset: int | None = None,
+    ) -> Verdict:
+        """The pattern is seen (again): climb one rung."""
+        if state.level == CLEAR:
+            state.what = what
+            state.flagged = frozenset(flagged)
+            state.onset = onset if onset is not None else self._turn(slot)
+            if not self.ladder:
+                return self._stop_message(state, first=True)
+            state.level = WARNED
+            if self.shadow:
+                return None
+            return Warn(self._nudge(what), repr(self))
+        state.flagged = state.flagged | frozenset(flagged)
+        if state.level == WARNED:
+            # It went on by another route than a flagged call: the last note before a stop.
+            state.level = BLOCKED
+            if self.shadow:
+                return None
+            return Warn(f"Still repeating: {what}. The next repetition stops the run.", repr(self))
+        return self._stop_message(state)
+
+    def _relapse(self, state: LadderState, event: ToolCall, key: int) -> Verdict:
+        """A flagged action is called again: refuse it, or stop."""
+        if state.level == CLEAR or key not in state.flagged:
+            return None
+        if state.level == WARNED:
+            state.level = BLOCKED
+            if self.shadow:
+                return None
+            return Block(
+                event,
+                f"Refused: {state.what}. Repeating it will not give a different result; "
+                "try a different approach.",
+                repr(self),
+                retryable=False,
+            )
+        return self._stop_message(state)
+
+    def _nudge(self, what: str) -> str:
+        return f"You seem to be stuck: {what}. That is not working; change your approach."
+
+    def _stop_message(self, state: LadderState, *, first: bool = False) -> str:
+        since = f" since turn {state.onset}" if state.onset else ""
+        after = "" if first else ", and it went on after a warning"
+        return f"Stuck{since}: {state.what}{after} ({self!r})"
+
+    def _progress(self, state: LadderState) -> None:
+        state.clear()
+
+
+class ToolState(LadderState):
+    """A tool detector's state: the ladder, the calls awaiting results, the recent results."""
+
+    __slots__ = ("pending", "recent", "refused")
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        #: Admitted calls awaiting their results, by call id (in order).
+        self.pending: dict[str, ActionInfo] = {}
+        #: Ids of refused calls, whose results (if a driver reports one) are not the tool's.
+        self.refused: set[str] = set()
+        self.recent = Recent(window)
+
+
+class ToolDetector(Detector):
+    """A detector over tool calls and their results. Subclasses implement ``step``."""
+
+    __slots__ = ("ignored", "polling_n", "polling_tools", "window")
+
+    pre_events: tuple[EventType, ...] = (ToolCall,)
+    post_events: tuple[EventType, ...] = (ToolCall, ToolResult, TurnEnded, Progress, Injected)
+
+    def __init__(
+        self,
+        args: str,
+        *,
+        window: int,
+        polling_tools: frozenset[str],
+        polling_n: int | None,
+        ignored: frozenset[str],
+        **kw: Any,
+    ) -> None:
+        super().__init__(args, **kw)
+        self.window = window
+        self.polling_tools = polling_tools
+        self.polling_n = polling_n
+        self.ignored = ignored
+
+    def new_state(self) -> ToolState:
+        return ToolState(self.window)
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        assert slot is not None
+        state: ToolState = slot.state
+        if state.level == CLEAR:
+            return None
+        info = analyze_call(event, self.ignored)
+        verdict = self._relapse(state, event, info.key)
+        if isinstance(verdict, Block) and event.call_id:
+            state.refused.add(event.call_id)
+        return verdict
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        assert slot is not None
+        state: ToolState = slot.state
+        kind = type(event)
+        if kind is ToolCall:
+            pending = state.pending
+            pending[event.call_id] = analyze_call(event, self.ignored)
+            if len(pending) > 64:
+                del pending[next(iter(pending))]
+            return None
+        if kind is ToolResult:
+            action = self._take_pending(state, event)
+            if action is None:
+                return None
+            result = analyze_result(event)
+            new = state.recent.is_new(action.key, result)
+            state.recent.push(action.key, result)
+            if new and state.level != CLEAR:
+                self._progress(state)
+            return self.step(state, slot, action, result, new)
+        if kind is TurnEnded:
+            state.pending.clear()
+            state.refused.clear()
+            return self.turn_ended(state, slot)
+        # Progress, Injected: observed progress, or new input from the user.
+        self._progress(state)
+        self.reset(state)
+        return None
+
+    def _take_pending(self, state: ToolState, event: ToolResult) -> ActionInfo | None:
+        call_id = event.call_id
+        if call_id in state.refused:
+            state.refused.discard(call_id)
+            return None
+        pending = state.pending
+        if call_id in pending:
+            return pending.pop(call_id)
+        # No id to match: the oldest call of that tool (drivers without call ids run in order).
+        for pending_id, info in pending.items():
+            if info.name == event.name:
+                del pending[pending_id]
+                return info
+        return None
+
+    def threshold(self, n: int, slot: Slot, name: str) -> int:
+        """``n``, or the polling threshold for a polling tool (three times ``n`` by default)."""
+        if name in self.polling_tools:
+            return self.polling_n if self.polling_n is not None else 3 * n
+        return n
+
+    # For subclasses
+
+    def step(
+        self, state: Any, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
+    ) -> Verdict:
+        raise NotImplementedError
+
+    def turn_ended(self, state: Any, slot: Slot) -> Verdict:
+        return None
+
+    def reset(self, state: Any) -> None:
+        """Forget the pattern being counted (progress was reported)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+
+
+def check_int(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidValueError(name, value, f"an integer of at least {minimum}")
+    return value
+
+
+def check_tools(value: object, name: str) -> frozenset[str]:
+    if isinstance(value, str):
+        value = (value,)
+    tools: frozenset[object] | None = None
+    if isinstance(value, Iterable):
+        tools = frozenset(value)
+    if tools is None or not all(isinstance(tool, str) and tool for tool in tools):
+        raise InvalidValueError(name, value, "a set of tool names, e.g. {'tail_log'}")
+    return frozenset(str(tool) for tool in tools)
+
+
+def check_fields(value: object, name: str) -> frozenset[str]:
+    if value is None:
+        return DEFAULT_IGNORED_FIELDS
+    fields = check_tools(value, name)
+    return frozenset(field.lower() for field in fields)
+
+
+def options(**given: tuple[Any, Any]) -> str:
+    """``, name=value`` for each option that differs from its default, in the order given."""
+    parts = []
+    for name, (value, default) in given.items():
+        if value != default:
+            if isinstance(value, frozenset):
+                shown = "{" + ", ".join(repr(item) for item in sorted(value)) + "}"
+            else:
+                shown = repr(value)
+            parts.append(f", {name}={shown}")
+    return "".join(parts)

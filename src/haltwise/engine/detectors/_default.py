@@ -1,0 +1,139 @@
+"""``stuck()``: the default composite of every detector, with thresholds chosen by measurement.
+
+The defaults were chosen by replaying 1,343 recorded runs of four agents (``benchmarks/
+bench_detectors.py`` over ``../shared/traces``): the tightest thresholds that cut at most 1% of
+the runs that solved their task. See that benchmark for the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import InvalidValueError
+from ..limits import Limit, Scope, _AnyOf
+from ..policies import Policy, as_policy
+from ._base import Detector, check_tools
+from ._base import options as _options
+from ._text import degenerate_text, monologue
+from ._tools import cycles, no_progress, repeats, same_errors, scattered
+
+__all__ = ["DEFAULTS", "stuck"]
+
+#: The measured default thresholds (``None`` switches a detector off).
+DEFAULTS: dict[str, int | None] = {
+    "repeat": 3,
+    "same_error": 3,
+    "cycle": 3,
+    "scattered": 4,
+    "no_progress": 12,
+    "monologue": 8,
+    "degenerate": 10,
+}
+
+
+class _Stuck(_AnyOf):
+    """The detectors of ``stuck()``: checked one by one, shown as the call that made them."""
+
+    __slots__ = ("_args",)
+
+    def __init__(self, members: tuple[Limit, ...], args: str) -> None:
+        super().__init__(members, as_policy("abort"))
+        self._args = args
+        for member in members:
+            if isinstance(member, Detector):
+                member.composite = self
+
+    def __repr__(self) -> str:
+        return f"stuck({self._args})"
+
+
+def stuck(
+    *,
+    repeat: int | None = DEFAULTS["repeat"],
+    same_error: int | None = DEFAULTS["same_error"],
+    cycle: int | None = DEFAULTS["cycle"],
+    scattered: int | None = DEFAULTS["scattered"],
+    no_progress: int | None = DEFAULTS["no_progress"],
+    monologue: int | None = DEFAULTS["monologue"],
+    degenerate: int | None = DEFAULTS["degenerate"],
+    window: int = 20,
+    polling_tools: Iterable[str] = (),
+    polling_n: int | None = None,
+    ladder: bool = True,
+    scope: Scope = "run",
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """Every stuck detector at once, each with its threshold (``None`` leaves one out):
+
+    ``repeat``: the same action and result N times in a row; ``same_error``: the same action
+    failing the same way N times in a row; ``cycle``: a period of 2..8 steps repeated N times;
+    ``scattered``: the same action and result N times within ``window`` calls; ``no_progress``:
+    K turns without new information; ``monologue``: N turns without a tool call;
+    ``degenerate``: a chunk of text chanted N times. ``repr`` echoes the call as written.
+    """
+    thresholds = {
+        "repeat": repeat,
+        "same_error": same_error,
+        "cycle": cycle,
+        "scattered": scattered,
+        "no_progress": no_progress,
+        "monologue": monologue,
+        "degenerate": degenerate,
+    }
+    tools = check_tools(polling_tools, "stuck(polling_tools)")
+    common: dict[str, Any] = {
+        "ladder": ladder,
+        "scope": scope,
+        "on_limit": on_limit,
+        "shadow": shadow,
+    }
+    tool_options: dict[str, Any] = {
+        "window": window,
+        "polling_tools": tools,
+        "polling_n": polling_n,
+        **common,
+    }
+    members: list[Limit] = []
+    for name, value in thresholds.items():
+        if value is None or value is False:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidValueError(
+                f"stuck({name})", value, "a positive integer, or None to leave it out"
+            )
+        if name == "repeat":
+            members.append(repeats(value, **tool_options))
+        elif name == "same_error":
+            members.append(same_errors(value, **tool_options))
+        elif name == "cycle":
+            members.append(cycles(value, **tool_options))
+        elif name == "scattered":
+            members.append(_scattered(value, **tool_options))
+        elif name == "no_progress":
+            progress_options = {k: v for k, v in tool_options.items() if k != "polling_n"}
+            members.append(_no_progress(value, **progress_options))
+        elif name == "monologue":
+            members.append(_monologue(value, **common))
+        else:
+            members.append(degenerate_text(value, **common))
+    if not members:
+        raise InvalidValueError("stuck", thresholds, "at least one detector left on")
+    shown = _options(
+        **{name: (value, DEFAULTS[name]) for name, value in thresholds.items()},
+        window=(window, 20),
+        polling_tools=(tools, frozenset()),
+        polling_n=(polling_n, None),
+        ladder=(bool(ladder), True),
+        scope=(scope, "run"),
+        on_limit=(on_limit, "abort"),
+        shadow=(bool(shadow), False),
+    ).removeprefix(", ")
+    return _Stuck(tuple(members), shown)
+
+
+# The keyword names shadow the factories inside ``stuck``.
+_scattered = scattered
+_no_progress = no_progress
+_monologue = monologue

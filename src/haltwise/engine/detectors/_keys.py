@@ -1,0 +1,386 @@
+"""What a stuck detector compares: canonical action keys and normalized result fingerprints.
+
+Two calls are *the same action* when the tool's name and its arguments, as canonical JSON, are
+equal once volatile fields are dropped (request ids, timestamps, nonces; uuids and timestamps
+inside string values are masked) and free-text thoughts are left out. Two results are *the same*
+when their normalized text is: ANSI codes, pids, hex ids, uuids, timestamps, timings, temp paths
+and the line numbers a shell prints with its errors are masked; the exit code and the error class
+are kept. A result too long to normalize in full keeps its head and tail, plus a digest of the
+whole output, so that two long outputs that differ only in their middle are still told apart.
+
+A result also yields a bounded set of line hashes (exact, and with digits masked) from which a
+detector judges whether it carried *new information* (see ``_window.py``).
+
+Everything here is a pure function of one event. Several detectors look at the same event, so
+the analysis of the last event is memoized (by identity) and computed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+__all__ = [
+    "DEFAULT_IGNORED_FIELDS",
+    "ActionInfo",
+    "ResultInfo",
+    "action_key",
+    "analyze_call",
+    "analyze_result",
+    "canonical_arguments",
+    "error_class",
+    "normalize_output",
+    "result_fingerprint",
+]
+
+#: Argument names dropped from action keys: per-call ids, clocks, and the model's own thoughts.
+DEFAULT_IGNORED_FIELDS: Final = frozenset(
+    {
+        "request_id",
+        "requestid",
+        "call_id",
+        "tool_call_id",
+        "trace_id",
+        "span_id",
+        "nonce",
+        "idempotency_key",
+        "timestamp",
+        "ts",
+        "created_at",
+        "updated_at",
+        "thought",
+        "thoughts",
+        "reasoning",
+        "rationale",
+        "explanation",
+    }
+)
+
+#: How much of an output is normalized: its head and its tail (a digest covers the whole).
+HEAD_CHARS: Final = 16_384
+TAIL_CHARS: Final = 4_096
+#: How many lines of a result are hashed for the new-information test (head and tail halves).
+MAX_LINES: Final = 64
+#: How much of an action or result is quoted in a message.
+PREVIEW_CHARS: Final = 80
+
+_SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+# --------------------------------------------------------------------------------------------
+# Masks, applied in this order. Each names what it hides, so a message can still be read.
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_DATETIME = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+)
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
+_TEMP = re.compile(
+    r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders)/[^\s'\"`:,)\]]+"
+    r"|\btmp[a-z0-9_]{6,}\b"
+    r"|[A-Za-z]:\\[^\s]*\\Temp\\[^\s'\"]+",
+    re.IGNORECASE,
+)
+_DURATION = re.compile(
+    r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
+)
+_PID = re.compile(r"\b(pid|process|thread)([ =:#]+)\d+\b", re.IGNORECASE)
+_SHELL_LINE = re.compile(r"\b((?:ba|z|da)?sh): line \d+:")
+_PROMPT_JOB = re.compile(r"^\[\d+\](?:[+-])? +\d+$", re.MULTILINE)
+_SPACES = re.compile(r"[ \t]+")
+
+#: A leading line number as file viewers print it (``12:``, ``  12 |``, ``12\t``).
+_LINE_NUMBER = re.compile(r"^\s*\d+(?::|\s*[|│]|\t)")
+_DIGITS = re.compile(r"\d+")
+
+# --------------------------------------------------------------------------------------------
+# Error classes: the kind of failure, which stays the same while its details vary.
+
+_EXCEPTION = re.compile(
+    r"^(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)",
+    re.MULTILINE,
+)
+_ERROR_PHRASES: Final = (
+    ("command not found", "command not found"),
+    ("no such file or directory", "no such file or directory"),
+    ("syntax error", "syntax error"),
+    ("permission denied", "permission denied"),
+    ("is not recognized as an internal or external command", "command not found"),
+    ("traceback (most recent call last)", "traceback"),
+    ("fatal:", "fatal"),
+)
+
+
+def normalize_output(text: str) -> str:
+    """``text`` with volatile details masked: what two runs of the same call have in common."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        # A progress bar redraws its line: keep what was left on screen.
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    text = _UUID.sub("<uuid>", text)
+    text = _DATETIME.sub("<time>", text)
+    text = _CLOCK.sub("<time>", text)
+    text = _TEMP.sub("<tmp>", text)
+    text = _HEX.sub("<hex>", text)
+    text = _DURATION.sub("<duration>", text)
+    text = _PID.sub(r"\1\2<n>", text)
+    text = _SHELL_LINE.sub(r"\1: line <n>:", text)
+    text = _PROMPT_JOB.sub("[<n>] <n>", text)
+    return _SPACES.sub(" ", text).strip()
+
+
+def error_class(
+    content: str, *, is_error: bool = False, exit_code: int | None = None
+) -> str | None:
+    """The kind of failure a result reports, or None when it reports none.
+
+    A driver's own flags decide first (``is_error``, a non-zero ``exit_code``); without them a
+    few unmistakable signs in the text count (a Python traceback, "command not found", "No
+    such file or directory", a shell syntax error).
+    """
+    failed = is_error or (exit_code is not None and exit_code != 0)
+    if exit_code is not None and not failed:
+        return None
+    head = content[:HEAD_CHARS]
+    tail = content[-TAIL_CHARS:] if len(content) > HEAD_CHARS else ""
+    lowered = (head + "\n" + tail).lower()
+    found = None
+    if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
+        names = _EXCEPTION.findall(tail or head)
+        if names:
+            found = names[-1]
+    if found is None:
+        for needle, name in _ERROR_PHRASES:
+            if needle in lowered:
+                found = name
+                break
+    if found is None and not failed:
+        return None
+    parts = [found or "error"]
+    if exit_code is not None and exit_code != 0:
+        parts.append(f"exit {exit_code}")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Actions
+
+
+def _mask_value(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+        value = _UUID.sub("<uuid>", value)
+        value = _DATETIME.sub("<time>", value)
+    return value
+
+
+def _clean(value: Any, ignored: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return _mask_value(value)
+    if isinstance(value, Mapping):
+        return {
+            key: _clean(item, ignored)
+            for key, item in value.items()
+            if not (isinstance(key, str) and key.lower() in ignored)
+        }
+    if isinstance(value, list | tuple):
+        return [_clean(item, ignored) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_clean(item, ignored) for item in value), key=repr)
+    return value
+
+
+def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
+    for key, value in arguments.items():
+        if not isinstance(key, str) or key.lower() in ignored:
+            return False
+        if isinstance(value, str):
+            # Short strings with no digits cannot hold a uuid or a timestamp.
+            if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+                return False
+            if value[:1].isspace() or value[-1:].isspace():
+                return False
+        elif value is not None and not isinstance(value, bool | int | float):
+            return False
+    return True
+
+
+def canonical_arguments(
+    arguments: Mapping[str, Any] | str, ignored: frozenset[str] = DEFAULT_IGNORED_FIELDS
+) -> bytes:
+    """The arguments as canonical JSON bytes (sorted keys, volatile fields dropped).
+
+    A raw JSON string is parsed first; text that is not JSON (a command line) is kept as one
+    whitespace-trimmed string.
+    """
+    if isinstance(arguments, str):
+        stripped = arguments.strip()
+        if stripped[:1] in ("{", "["):
+            try:
+                parsed = orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict | list):
+                return canonical_arguments(parsed, ignored)  # type: ignore[arg-type]
+        return orjson.dumps(_mask_value(stripped))
+    if isinstance(arguments, Mapping):
+        if _is_flat(arguments, ignored):
+            # The fast path: a flat mapping of plain values is already canonical once sorted.
+            return orjson.dumps(arguments, option=_SORT)
+        return orjson.dumps(_clean(arguments, ignored), option=_SORT, default=repr)
+    return orjson.dumps(_clean(arguments, ignored), option=_SORT, default=repr)
+
+
+def action_key(
+    name: str, arguments: Mapping[str, Any] | str, ignored: frozenset[str] = DEFAULT_IGNORED_FIELDS
+) -> str:
+    """The canonical form of a tool call: ``name`` and its canonical arguments."""
+    return f"{name} {canonical_arguments(arguments, ignored).decode()}"
+
+
+def result_fingerprint(
+    content: str, *, is_error: bool = False, exit_code: int | None = None
+) -> str:
+    """A short digest of a result's normalized text, its exit code and its error class."""
+    return f"{_analyze_result(content, is_error, exit_code).fingerprint:016x}"
+
+
+# --------------------------------------------------------------------------------------------
+# The analysis of one event, shared by every detector that looks at it
+
+
+class ActionInfo:
+    """One tool call as detectors see it."""
+
+    __slots__ = ("key", "name", "preview")
+
+    def __init__(self, key: int, name: str, preview: str) -> None:
+        #: A hash of the canonical action (name and canonical arguments).
+        self.key = key
+        self.name = name
+        #: The action, shortened, for messages.
+        self.preview = preview
+
+
+class ResultInfo:
+    """One tool result as detectors see it. Shared by every detector that keeps it."""
+
+    __slots__ = ("error", "exact", "fingerprint", "lines", "masked", "preview")
+
+    def __init__(
+        self,
+        fingerprint: int,
+        lines: tuple[tuple[int, int], ...],
+        error: str | None,
+        preview: str,
+    ) -> None:
+        #: A hash of the normalized text, exit code and error class.
+        self.fingerprint = fingerprint
+        #: For each distinct normalized line (at most ``MAX_LINES``): its hash, and the hash of
+        #: the same line with every digit masked.
+        self.lines = lines
+        self.exact = frozenset(exact for exact, _ in lines)
+        self.masked = frozenset(masked for _, masked in lines)
+        #: The error class, or None when the call did not fail.
+        self.error = error
+        #: The result, shortened, for messages.
+        self.preview = preview
+
+
+def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
+    if isinstance(arguments, str):
+        shown = arguments.strip()
+    elif len(arguments) == 1:
+        (value,) = arguments.values()
+        shown = value if isinstance(value, str) else orjson.dumps(value, default=repr).decode()
+    else:
+        shown = orjson.dumps(arguments, option=_SORT, default=repr).decode()
+    # A command line that starts with the tool's name is not repeated.
+    if shown.split(" ", 1)[0] == name or not shown:
+        return _shorten(shown or name)
+    return _shorten(f"{name} {shown}")
+
+
+def _normalized_parts(content: str) -> tuple[str, bool]:
+    if len(content) <= HEAD_CHARS + TAIL_CHARS:
+        return normalize_output(content), False
+    head = normalize_output(content[:HEAD_CHARS])
+    tail = normalize_output(content[-TAIL_CHARS:])
+    return f"{head}\n…\n{tail}", True
+
+
+def _line_hashes(normalized: str) -> tuple[tuple[int, int], ...]:
+    lines: dict[str, None] = {}
+    for raw in normalized.split("\n"):
+        line = _LINE_NUMBER.sub("", raw).strip()
+        if line:
+            lines[line] = None
+    chosen = list(lines)
+    if len(chosen) > MAX_LINES:
+        half = MAX_LINES // 2
+        chosen = chosen[:half] + chosen[-half:]
+    return tuple((hash(line), hash(_DIGITS.sub("#", line))) for line in chosen)
+
+
+def _analyze_call(
+    name: str, arguments: Mapping[str, Any] | str, ignored: frozenset[str]
+) -> ActionInfo:
+    canonical = canonical_arguments(arguments, ignored)
+    return ActionInfo(hash((name, canonical)), name, _action_preview(name, arguments))
+
+
+def _analyze_result(content: str, is_error: bool, exit_code: int | None) -> ResultInfo:
+    normalized, truncated = _normalized_parts(content)
+    error = error_class(content, is_error=is_error, exit_code=exit_code)
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(normalized.encode("utf-8", "surrogatepass"))
+    digest.update(f"\x00{exit_code}\x00{error}".encode())
+    if truncated:
+        digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
+    return ResultInfo(
+        int.from_bytes(digest.digest(), "big"),
+        _line_hashes(normalized),
+        error,
+        _shorten(normalized),
+    )
+
+
+# One-entry memos keyed by the event's identity: every detector of a governor sees the same
+# event object in turn. A tuple is swapped in whole, so concurrent governors cannot tear it.
+_last_call: tuple[object, frozenset[str], ActionInfo] | None = None
+_last_result: tuple[object, ResultInfo] | None = None
+
+
+def analyze_call(event: Any, ignored: frozenset[str] = DEFAULT_IGNORED_FIELDS) -> ActionInfo:
+    """The ``ActionInfo`` of a ``ToolCall`` event."""
+    global _last_call
+    memo = _last_call
+    if memo is not None and memo[0] is event and memo[1] is ignored:
+        return memo[2]
+    info = _analyze_call(event.name, event.arguments, ignored)
+    _last_call = (event, ignored, info)
+    return info
+
+
+def analyze_result(event: Any) -> ResultInfo:
+    """The ``ResultInfo`` of a ``ToolResult`` event."""
+    global _last_result
+    memo = _last_result
+    if memo is not None and memo[0] is event:
+        return memo[1]
+    info = _analyze_result(event.content or "", event.is_error, event.exit_code)
+    _last_result = (event, info)
+    return info

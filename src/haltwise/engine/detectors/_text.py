@@ -1,0 +1,316 @@
+"""Detectors over what the model writes: monologue (turns with no tool call) and degenerate
+text (a chunk chanted over and over).
+
+Degenerate text is looked for in prose only: fenced and indented code, tables and horizontal
+rules are skipped (they repeat by nature), headings end a stretch of prose, and list items are
+compared whole (a list of twelve identical items is degenerate; twelve items that share a
+long prefix are a list).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from ..events import Injected, ModelResponse, Progress, ToolCall, ToolResult, TurnEnded
+from ..limits import EventType, Limit, Scope
+from ..policies import Policy
+from ..state import Slot
+from ._base import CLEAR, Detector, LadderState, Verdict, check_int
+from ._base import options as _options
+
+__all__ = ["degenerate_text", "find_degenerate", "monologue"]
+
+#: How much of one text is examined: its end, where a degenerating model ends up.
+_MAX_TEXT = 16_384
+
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(.*)$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+
+
+def _split_markdown(text: str) -> tuple[list[str], list[str]]:
+    """Prose segments and list items of ``text``, with code, tables and rules left out."""
+    segments: list[str] = []
+    items: list[str] = []
+    current: list[str] = []
+    in_code = False
+
+    def flush() -> None:
+        if current:
+            segments.append(" ".join(current))
+            current.clear()
+
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+            flush()
+            continue
+        if in_code or line.startswith(("    ", "\t")):
+            continue
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("|") or stripped.count("|") >= 2 or _RULE.match(line):
+            flush()
+            continue
+        if _HEADING.match(line):
+            flush()
+            continue
+        item = _ITEM.match(line)
+        if item:
+            flush()
+            items.append(" ".join(item.group(1).split()))
+            continue
+        current.append(" ".join(_QUOTE.sub("", stripped).split()))
+    flush()
+    return segments, items
+
+
+def find_degenerate(
+    text: str, *, chunk: int = 50, repeats: int = 10, max_gap: int = 250
+) -> tuple[str, int] | None:
+    """The chunk ``text`` chants and how often, or None.
+
+    Prose degenerates when one ``chunk``-character stretch (taken at word starts) comes back
+    ``repeats`` times, each within ``max_gap`` characters of the last on average; a list, when
+    ``repeats`` items in a row are the same.
+    """
+    text = text[-_MAX_TEXT:]
+    segments, items = _split_markdown(text)
+    same = 1
+    for before, item in itertools.pairwise(items):
+        same = same + 1 if item == before and len(item) >= 3 else 1
+        if same >= repeats:
+            return item, same
+    for segment in segments:
+        if len(segment) < chunk * 2:
+            continue
+        seen: dict[str, list[int]] = {}
+        limit = len(segment) - chunk
+        position = 0
+        while position <= limit:
+            piece = segment[position : position + chunk]
+            places = seen.get(piece)
+            if places is None:
+                seen[piece] = [position]
+            else:
+                places.append(position)
+                if len(places) >= repeats:
+                    first = places[-repeats]
+                    if (position - first) / (repeats - 1) <= max_gap:
+                        return piece, len(places)
+            following = segment.find(" ", position, position + chunk) + 1
+            # The next word; in a stretch with no spaces, a fifth of a chunk on.
+            position = following if following > position else position + chunk // 5
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# monologue
+
+
+class _MonologueState(LadderState):
+    __slots__ = ("called", "last_text", "same", "streak")
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Whether the current turn called a tool.
+        self.called = False
+        #: Turns in a row without a tool call; of them, how many wrote the same text.
+        self.streak = 0
+        self.same = 0
+        self.last_text: str | None = None
+
+
+class _Monologue(Detector):
+    __slots__ = ("n", "same")
+    factory = "monologue"
+    reason = "stuck.monologue"
+    unit = "turns"
+    pre_events: tuple[EventType, ...] = ()
+    post_events: tuple[EventType, ...] = (ModelResponse, ToolCall, TurnEnded, Progress, Injected)
+
+    def __init__(self, n: int, same: int, args: str, **kw: Any) -> None:
+        self.n = n
+        self.same = same
+        super().__init__(args, **kw)
+
+    def new_state(self) -> _MonologueState:
+        return _MonologueState()
+
+    def post(self, event: Any, slot: Slot | None, ctx: Any) -> Verdict:
+        assert slot is not None
+        state: _MonologueState = slot.state
+        kind = type(event)
+        if kind is ToolCall:
+            state.called = True
+            return None
+        if kind is ModelResponse:
+            if event.tool_calls:
+                state.called = True
+            if event.text:
+                self._text(state, event.text)
+            return None
+        if kind is TurnEnded:
+            if event.text and event.text != state.last_text:
+                self._text(state, event.text)
+            called, state.called = state.called, False
+            if called:
+                state.streak = state.same = 0
+                state.last_text = None
+                self._progress(state)
+                return None
+            state.streak += 1
+            if state.streak == 1 and state.level == CLEAR:
+                state.onset = slot.tally.turns
+            if state.same >= self.same:
+                what = f"the same message was written {state.same} times in a row"
+            elif state.streak >= self.n:
+                what = f"{state.streak} turns in a row without a tool call"
+            else:
+                return None
+            return self._detected(state, slot, what, (), state.onset)
+        # Progress, Injected
+        state.streak = state.same = 0
+        state.last_text = None
+        self._progress(state)
+        return None
+
+    def _text(self, state: _MonologueState, text: str) -> None:
+        text = " ".join(text.split())
+        if text == state.last_text:
+            state.same += 1
+        else:
+            state.same = 1
+            state.last_text = text
+
+    def _nudge(self, what: str) -> str:
+        return f"You seem to be stuck: {what}. Act with a tool, or give your final answer."
+
+
+def monologue(
+    n: int = 8,
+    *,
+    same: int = 3,
+    ladder: bool = True,
+    scope: Scope = "run",
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """``n`` turns in a row without a tool call, or the same message ``same`` times in a row
+    (``stuck.monologue``). A user message or reported progress starts the count again."""
+    check_int(n, "monologue(n)")
+    check_int(same, "monologue(same)", 2)
+    shown = _options(
+        same=(same, 3),
+        ladder=(bool(ladder), True),
+        scope=(scope, "run"),
+        on_limit=(on_limit, "abort"),
+        shadow=(bool(shadow), False),
+    )
+    return _Monologue(
+        n,
+        same,
+        f"{n!r}{shown}",
+        ladder=ladder,
+        scope=scope,
+        on_limit=on_limit,
+        shadow=shadow,
+        name="monologue",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# degenerate text
+
+
+class _DegenerateState(LadderState):
+    __slots__ = ("last_text",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_text: str | None = None
+
+
+class _Degenerate(Detector):
+    __slots__ = ("chunk", "max_gap", "repeats")
+    factory = "degenerate_text"
+    reason = "stuck.degenerate"
+    unit = "messages"
+    pre_events: tuple[EventType, ...] = ()
+    post_events: tuple[EventType, ...] = (ModelResponse, TurnEnded, ToolResult, Progress, Injected)
+
+    def __init__(self, chunk: int, repeats: int, max_gap: int, args: str, **kw: Any) -> None:
+        self.chunk = chunk
+        self.repeats = repeats
+        self.max_gap = max_gap
+        super().__init__(args, **kw)
+
+    def new_state(self) -> _DegenerateState:
+        return _DegenerateState()
+
+    def post(self, event: Any, slot: Slot | None, ctx: Any) -> Verdict:
+        assert slot is not None
+        state: _DegenerateState = slot.state
+        kind = type(event)
+        if kind is ModelResponse or kind is TurnEnded:
+            text = event.text
+            if not text or text is state.last_text or text == state.last_text:
+                return None
+            state.last_text = text
+            found = find_degenerate(
+                text, chunk=self.chunk, repeats=self.repeats, max_gap=self.max_gap
+            )
+            if found is None:
+                return None
+            piece, count = found
+            shown = piece if len(piece) <= 60 else piece[:59] + "…"
+            what = f"the text {shown!r} was written {count} times over"
+            return self._detected(state, slot, what)
+        # A tool result, progress, or a user message: the model is doing something else.
+        self._progress(state)
+        return None
+
+    def _nudge(self, what: str) -> str:
+        return f"Your output is degenerating: {what}. Stop repeating it and continue the task."
+
+
+def degenerate_text(
+    repeats: int = 10,
+    *,
+    chunk: int = 50,
+    max_gap: int = 250,
+    ladder: bool = True,
+    scope: Scope = "run",
+    on_limit: str | Policy = "abort",
+    shadow: bool = False,
+) -> Limit:
+    """A ``chunk``-character stretch of the model's prose written ``repeats`` times, each time
+    within ``max_gap`` characters on average (``stuck.degenerate``); code, tables and list
+    structure are not mistaken for it."""
+    check_int(repeats, "degenerate_text(repeats)", 2)
+    check_int(chunk, "degenerate_text(chunk)", 8)
+    check_int(max_gap, "degenerate_text(max_gap)", chunk)
+    shown = _options(
+        chunk=(chunk, 50),
+        max_gap=(max_gap, 250),
+        ladder=(bool(ladder), True),
+        scope=(scope, "run"),
+        on_limit=(on_limit, "abort"),
+        shadow=(bool(shadow), False),
+    )
+    return _Degenerate(
+        chunk,
+        repeats,
+        max_gap,
+        f"{repeats!r}{shown}",
+        ladder=ladder,
+        scope=scope,
+        on_limit=on_limit,
+        shadow=shadow,
+        name="degenerate_text",
+    )
