@@ -176,6 +176,8 @@ class _Run:
         #: Values (best so far, current candidate) kept by name; dumped into checkpoints.
         self.values: dict[str, Any] = {}
         self.notes: list[str] = []
+        #: A pass that produced a value not judged yet: recorded if the loop stops before that.
+        self.pending: Iteration | None = None
         self.loop_id = uuid.uuid4().hex[:8]
         self.prior = Usage()
         self.saved_values: dict[str, Any] = {}
@@ -208,8 +210,19 @@ class _Run:
         return step
 
     def record(self, iteration: Iteration) -> Iteration:
+        self.pending = None
         self.history.append(iteration)
         return iteration
+
+    def unjudged(self, number: int, label: str, value: Any, started: float) -> None:
+        """A pass made ``value``; until it is judged and recorded, a stop records it as is."""
+        self.pending = Iteration(
+            number,
+            label,
+            summary=summarize(value),
+            error="not judged: the loop was stopped first",
+            elapsed=self.now() - started,
+        )
 
     def now(self) -> float:
         return self.governor.now()
@@ -312,6 +325,8 @@ class _Run:
     def halted(self, stop: Stop) -> LoopResult[Any]:
         """The governor stopped the loop: its outcome, with the loop's best effort and history."""
         stopped = stop.outcome
+        if self.pending is not None:
+            self.record(self.pending)
         value = self.loop._best_effort(self)
         checkpoint = self.save(stopped.status, stopped.reason)
         suggestions = tuple(

@@ -126,6 +126,7 @@ class Attempts(BoundedLoop):
                 error = None
                 review = as_review(None)
                 if self.accept is not None:
+                    run.unjudged(step.number, "attempt", value, started)
                     judged = yield from run.call(self.accept, value)
                     if judged.error is not None:
                         error = f"accept raised {describe_error(judged.error)}"

@@ -168,6 +168,7 @@ class CostGate(BoundedLoop):
             if reply.error is not None:
                 run.record(Iteration(run.number + 1, label, error=describe_error(reply.error)))
                 continue
+            run.unjudged(run.number + 1, label, reply.value, run.now())
             quote = yield from self._quote(run, label, reply.value, estimate)
             if (
                 quote.estimate is not None

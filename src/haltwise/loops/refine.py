@@ -166,7 +166,9 @@ class Refine(BoundedLoop):
             step = run.step(limit, self.strictness_at(run.number + 1))
             started = run.now()
 
+            origin = "fix"
             if candidate is _MISSING:
+                origin = "build"
                 reply = yield from run.call(build, step)
                 if reply.error is not None:
                     stop = self._failed(run, step, started, "build", describe_error(reply.error))
@@ -176,6 +178,7 @@ class Refine(BoundedLoop):
                 candidate = reply.value
                 run.keep("candidate", candidate)
             summary = summarize(candidate)
+            run.unjudged(step.number, origin, candidate, started)
 
             failures: tuple[Issue, ...] = ()
             if test is not None:

@@ -162,6 +162,7 @@ class Simplify(BoundedLoop):
                 )
                 continue
             proposal = reply.value
+            run.unjudged(step.number, "simplify", proposal, started)
             measured = yield from run.call(measure, proposal)
             new_size = _size(measured.error, measured.value)
             if isinstance(new_size, str):
