@@ -184,7 +184,7 @@ def test_an_async_callback_in_a_sync_run_is_refused_without_a_warning() -> None:
         return 1
 
     with pytest.raises(ConfigurationError, match="arun"):
-        attempts(3).run(generate, clock=FakeClock())  # type: ignore[arg-type]
+        attempts(3).run(generate, clock=FakeClock())
 
 
 @pytest.mark.parametrize("n", [0, -1, True, 1.5, "3"])

@@ -15,7 +15,7 @@ loop abandons (``attempts_exhausted``), listing what was tried, with a checkpoin
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from ..drivers.prompters import Prompter
 from ..engine.errors import InvalidValueError
@@ -71,14 +71,34 @@ class Attempts(BoundedLoop):
         """Call ``attempt(step)`` until a value is accepted, at most ``n`` times."""
         return drive(self._start((attempt,), governor, clock, prompter, None))
 
+    @overload
     async def arun(
         self,
-        attempt: Callable[[Step], Awaitable[T] | T],
+        attempt: Callable[[Step], Awaitable[T]],
         *,
         governor: Governor | None = None,
         clock: Callable[[], float] | None = None,
         prompter: Prompter | None = None,
-    ) -> LoopResult[T]:
+    ) -> LoopResult[T]: ...
+
+    @overload
+    async def arun(
+        self,
+        attempt: Callable[[Step], T],
+        *,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]: ...
+
+    async def arun(
+        self,
+        attempt: Callable[[Step], Any],
+        *,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[Any]:
         """``run``, awaiting ``attempt`` (and ``accept``) when they are async."""
         return await adrive(self._start((attempt,), governor, clock, prompter, None))
 
@@ -94,15 +114,38 @@ class Attempts(BoundedLoop):
         """Go on from a checkpoint: earlier attempts count against ``n`` and stay visible."""
         return drive(self._start((attempt,), governor, clock, prompter, checkpoint))
 
+    @overload
     async def aresume(
         self,
         checkpoint: str,
-        attempt: Callable[[Step], Awaitable[T] | T],
+        attempt: Callable[[Step], Awaitable[T]],
         *,
         governor: Governor | None = None,
         clock: Callable[[], float] | None = None,
         prompter: Prompter | None = None,
-    ) -> LoopResult[T]:
+    ) -> LoopResult[T]: ...
+
+    @overload
+    async def aresume(
+        self,
+        checkpoint: str,
+        attempt: Callable[[Step], T],
+        *,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]: ...
+
+    async def aresume(
+        self,
+        checkpoint: str,
+        attempt: Callable[[Step], Any],
+        *,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[Any]:
+        """``resume``, awaiting the callbacks that are async."""
         return await adrive(self._start((attempt,), governor, clock, prompter, checkpoint))
 
     def _logic(self, run: _Run, callbacks: tuple[Any, ...]) -> Logic:

@@ -22,7 +22,7 @@ steps (``no_acceptable_alternative``); a rejection with nothing to offer abandon
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Generic, TypeVar
@@ -122,9 +122,9 @@ class CostGate(BoundedLoop):
     async def arun(
         self,
         work: T,
-        estimate: Callable[[T], Awaitable[Any] | Any],
+        estimate: Callable[[T], Any],
         *,
-        alternatives: Sequence[Callable[[T], Awaitable[T] | T]] = (),
+        alternatives: Sequence[Callable[[T], Any]] = (),
         decide: Callable[[tuple[Quote[T], ...]], Any] | None = None,
         governor: Governor | None = None,
         clock: Callable[[], float] | None = None,

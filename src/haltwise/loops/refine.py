@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from ..drivers.prompters import Prompter
 from ..engine.errors import InvalidValueError
@@ -103,18 +103,44 @@ class Refine(BoundedLoop):
         """
         return drive(self._start((build, review, fix, test), governor, clock, prompter, None))
 
+    @overload
     async def arun(
         self,
-        build: Callable[[Step], Awaitable[T] | T],
+        build: Callable[[Step], Awaitable[T]],
         review: Callable[[T, Step], Any],
-        fix: Callable[[T, tuple[Issue, ...], Step], Awaitable[T] | T],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
         *,
         test: Callable[[T, Step], Any] | None = None,
         governor: Governor | None = None,
         clock: Callable[[], float] | None = None,
         prompter: Prompter | None = None,
-    ) -> LoopResult[T]:
-        """``run``, awaiting the callbacks that are async."""
+    ) -> LoopResult[T]: ...
+
+    @overload
+    async def arun(
+        self,
+        build: Callable[[Step], T],
+        review: Callable[[T, Step], Any],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
+        *,
+        test: Callable[[T, Step], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]: ...
+
+    async def arun(
+        self,
+        build: Callable[[Step], Any],
+        review: Callable[[T, Step], Any],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
+        *,
+        test: Callable[[T, Step], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[Any]:
+        """``run``, awaiting the callbacks that are async (``fix`` may return an awaitable)."""
         flow = self._start((build, review, fix, test), governor, clock, prompter, None)
         return await adrive(flow)
 
@@ -134,18 +160,47 @@ class Refine(BoundedLoop):
         flow = self._start((build, review, fix, test), governor, clock, prompter, checkpoint)
         return drive(flow)
 
+    @overload
     async def aresume(
         self,
         checkpoint: str,
-        build: Callable[[Step], Awaitable[T] | T],
+        build: Callable[[Step], Awaitable[T]],
         review: Callable[[T, Step], Any],
-        fix: Callable[[T, tuple[Issue, ...], Step], Awaitable[T] | T],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
         *,
         test: Callable[[T, Step], Any] | None = None,
         governor: Governor | None = None,
         clock: Callable[[], float] | None = None,
         prompter: Prompter | None = None,
-    ) -> LoopResult[T]:
+    ) -> LoopResult[T]: ...
+
+    @overload
+    async def aresume(
+        self,
+        checkpoint: str,
+        build: Callable[[Step], T],
+        review: Callable[[T, Step], Any],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
+        *,
+        test: Callable[[T, Step], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]: ...
+
+    async def aresume(
+        self,
+        checkpoint: str,
+        build: Callable[[Step], Any],
+        review: Callable[[T, Step], Any],
+        fix: Callable[[T, tuple[Issue, ...], Step], Any],
+        *,
+        test: Callable[[T, Step], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[Any]:
+        """``resume``, awaiting the callbacks that are async."""
         flow = self._start((build, review, fix, test), governor, clock, prompter, checkpoint)
         return await adrive(flow)
 

@@ -11,7 +11,7 @@ optimisation, so every ending returns the best candidate: it never abandons the 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -80,7 +80,7 @@ class Simplify(BoundedLoop):
     async def arun(
         self,
         candidate: T,
-        simplify: Callable[[T, Step], Awaitable[T] | T],
+        simplify: Callable[[T, Step], Any],
         measure: Callable[[T], Any],
         *,
         governor: Governor | None = None,
@@ -109,7 +109,7 @@ class Simplify(BoundedLoop):
         self,
         checkpoint: str,
         candidate: T,
-        simplify: Callable[[T, Step], Awaitable[T] | T],
+        simplify: Callable[[T, Step], Any],
         measure: Callable[[T], Any],
         *,
         governor: Governor | None = None,
