@@ -196,9 +196,9 @@ class _Run:
         """Passes made so far (resumed ones included)."""
         return len(self.history)
 
-    def step(self, limit: int, strictness: Strictness = "all") -> Step:
+    def step(self, limit: int, strictness: Strictness = "all", number: int | None = None) -> Step:
         step = Step(
-            self.number + 1,
+            self.number + 1 if number is None else number,
             limit,
             tuple(self.history),
             strictness,

@@ -217,6 +217,21 @@ class Refine(BoundedLoop):
             run.keep("best", best)
         else:
             run.state.pop("best_score", None)
+        if run.state.get("unfixed") and candidate is not _MISSING and run.history:
+            # Resumed after the bound: the candidate was judged and not fixed yet. Fix it now
+            # rather than judge it again (which would also look like "the same issues again").
+            judged = run.history[-1]
+            left = tuple(issue for issue in judged.issues if issue.blocks(judged.strictness))
+            step = run.step(limit, judged.strictness, number=judged.number)
+            reply = yield from run.call(fix, candidate, left, step)
+            del run.state["unfixed"]
+            if reply.error is not None:
+                error = f"fix raised {describe_error(reply.error)}"
+                run.history[-1] = dataclasses.replace(judged, error=error)
+            else:
+                candidate = reply.value
+                run.keep("candidate", candidate)
+        run.state.pop("unfixed", None)
         while run.number < limit:
             step = run.step(limit, self.strictness_at(run.number + 1))
             started = run.now()
@@ -285,12 +300,15 @@ class Refine(BoundedLoop):
                 run.state["best_iteration"] = step.number
             if not blocking:
                 return self._accepted(step, issues, candidate)
+            # Until it is fixed, a resume fixes this candidate rather than judge it again.
+            run.state["unfixed"] = True
             if run.number >= limit:
                 break
             stop = self._converged(run)
             if stop is not None:
                 return stop
             reply = yield from run.call(fix, candidate, tuple(blocking), step)
+            del run.state["unfixed"]
             if reply.error is not None:
                 # The fix failed: judge the same candidate again next time.
                 error = f"fix raised {describe_error(reply.error)}"
