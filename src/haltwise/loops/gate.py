@@ -166,9 +166,10 @@ class CostGate(BoundedLoop):
             label = _label(alternative)
             reply = yield from run.call(alternative, work)
             if reply.error is not None:
-                run.record(Iteration(run.number + 1, label, error=describe_error(reply.error)))
+                error = describe_error(reply.error)
+                run.record(Iteration(run.number + 1, "alternative", summary=label, error=error))
                 continue
-            run.unjudged(run.number + 1, label, reply.value, run.now())
+            run.unjudged(run.number + 1, "quote", f"{label}: {summarize(reply.value)}", run.now())
             quote = yield from self._quote(run, label, reply.value, estimate)
             if (
                 quote.estimate is not None
@@ -248,8 +249,8 @@ class CostGate(BoundedLoop):
         run.record(
             Iteration(
                 run.number + 1,
-                label,
-                summary=summarize(work),
+                "quote",
+                summary=f"{label}: {summarize(work)}",
                 estimate=amount,
                 error=error,
                 accepted=self.band(amount) == "proceed",

@@ -283,6 +283,8 @@ def describe_iteration(iteration: Iteration) -> str:
     head = f"{iteration.label or 'pass'} {iteration.number}"
     if iteration.summary is not None:
         head += f": {iteration.summary}"
+    if iteration.estimate is not None:
+        head += f" (estimate {iteration.estimate})"
     if iteration.error is not None:
         return f"{head} -> raised {iteration.error}"
     if iteration.accepted:
