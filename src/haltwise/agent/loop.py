@@ -57,7 +57,7 @@ from ..engine.policies import Evidence
 from .store import RunRecord, Store
 from .tools import Toolbox, ToolOutput
 
-__all__ = ["Agent", "AgentError", "AgentStatus", "Listener", "SYSTEM_PROMPT"]
+__all__ = ["SYSTEM_PROMPT", "Agent", "AgentError", "AgentStatus", "Fanout", "Listener"]
 
 SYSTEM_PROMPT = """\
 You are a careful coding agent working in the folder {workspace}.
@@ -156,6 +156,65 @@ class Listener:
 
     def run_ended(self, outcome: Outcome) -> None:
         """The run ended."""
+
+
+class Fanout(Listener):
+    """Several listeners heard as one, in order."""
+
+    def __init__(self, *listeners: Listener) -> None:
+        self.listeners = listeners
+
+    def run_started(self, run_id: str, prompt: str, resumed: bool) -> None:
+        for listener in self.listeners:
+            listener.run_started(run_id, prompt, resumed)
+
+    def status(self, status: AgentStatus) -> None:
+        for listener in self.listeners:
+            listener.status(status)
+
+    def text(self, delta: str) -> None:
+        for listener in self.listeners:
+            listener.text(delta)
+
+    def text_done(self) -> None:
+        for listener in self.listeners:
+            listener.text_done()
+
+    def tool_started(self, name: str, arguments: str, call_id: str) -> None:
+        for listener in self.listeners:
+            listener.tool_started(name, arguments, call_id)
+
+    def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
+        for listener in self.listeners:
+            listener.tool_finished(name, output, call_id)
+
+    def blocked(self, name: str, reason: str) -> None:
+        for listener in self.listeners:
+            listener.blocked(name, reason)
+
+    def note(self, text: str) -> None:
+        for listener in self.listeners:
+            listener.note(text)
+
+    def injected(self, text: str) -> None:
+        for listener in self.listeners:
+            listener.injected(text)
+
+    def asking(self, ask: Ask) -> None:
+        for listener in self.listeners:
+            listener.asking(ask)
+
+    def synthesizing(self, reason: str) -> None:
+        for listener in self.listeners:
+            listener.synthesizing(reason)
+
+    def event(self, event: Event, decision: Decision) -> None:
+        for listener in self.listeners:
+            listener.event(event, decision)
+
+    def run_ended(self, outcome: Outcome) -> None:
+        for listener in self.listeners:
+            listener.run_ended(outcome)
 
 
 class _SharedGovernor(Governor):

@@ -20,6 +20,8 @@ __all__ = ["COMMANDS", "main"]
 #: Subcommand name -> the module that implements it.
 COMMANDS: dict[str, str] = {
     "demo": "haltwise.cli.demo",
+    "chat": "haltwise.cli.chat",
+    "run": "haltwise.cli.run",
 }
 
 #: Exit codes shared by every subcommand.

@@ -1,0 +1,177 @@
+"""How a run looks on a terminal: a ``Listener`` that prints with rich.
+
+Used by the chat (above its prompt), by the demo, and by ``haltwise run`` (on stderr, so that
+stdout keeps only the answer). Model text is printed line by line as it streams: a partial line
+would collide with the chat's prompt, which is redrawn below the output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.text import Text
+
+from ..engine.decisions import Ask, Decision, Stop
+from ..engine.events import Event, TurnStarting
+from ..engine.outcome import Outcome, Status
+from .loop import AgentStatus, Listener
+from .tools import ToolOutput
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["TerminalView", "describe_outcome", "short"]
+
+_STATUS_STYLE = {
+    Status.COMPLETED: "bold green",
+    Status.COMPLETED_WITH_WARNINGS: "bold yellow",
+    Status.ABANDONED: "bold red",
+    Status.TIMED_OUT: "bold red",
+    Status.CANCELLED: "bold magenta",
+}
+
+CHOICES_LINE = "[c]ontinue  ·  [e]xtend N  ·  [w]rap up  ·  [a]bort"
+
+
+def short(text: str, limit: int = 100) -> str:
+    """One line of at most ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _arguments(raw: str) -> str:
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return short(raw, 90)
+    if isinstance(parsed, dict):
+        return short(", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items()), 90)
+    return short(raw, 90)
+
+
+class TerminalView(Listener):
+    """Prints a run as it happens.
+
+    ``widget_lines``: print the ``Turns: N/M`` widget at each turn (where there is no toolbar
+    to show it: the demo, ``haltwise run``). ``show_text``: print the model's text.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        widget_lines: bool = False,
+        show_text: bool = True,
+        resume_hint: Callable[[str], str] | None = None,
+    ) -> None:
+        self.console = console
+        self.widget_lines = widget_lines
+        self.show_text = show_text
+        self.resume_hint = resume_hint
+        self._line = ""
+        self._turn_began = False
+        self._synthesizing = False
+
+    # Text, line by line.
+
+    def text(self, delta: str) -> None:
+        if not self.show_text:
+            return
+        self._line += delta
+        if "\n" in self._line:
+            done, self._line = self._line.rsplit("\n", 1)
+            for line in done.split("\n"):
+                self._print_text(line)
+
+    def text_done(self) -> None:
+        if self._line:
+            self._print_text(self._line)
+        self._line = ""
+
+    def _print_text(self, line: str) -> None:
+        style = "italic" if self._synthesizing else ""
+        self.console.print(Text(line, style=style), soft_wrap=True)
+
+    # The rest.
+
+    def status(self, status: AgentStatus) -> None:
+        if self._turn_began and self.widget_lines:
+            self.console.print(Text(status.widget(), style="bold cyan"))
+        self._turn_began = False
+
+    def event(self, event: Event, decision: Decision) -> None:
+        if type(event) is TurnStarting and not isinstance(decision, Stop):
+            self._turn_began = True
+
+    def tool_started(self, name: str, arguments: str, call_id: str) -> None:
+        line = Text("  ⚙ ", style="blue")
+        line.append(name, style="bold blue")
+        line.append(f"({_arguments(arguments)})", style="blue")
+        self.console.print(line, soft_wrap=True)
+
+    def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
+        first = short(output.content.strip() or "(no output)", 110)
+        if output.is_error:
+            self.console.print(Text(f"    ✗ {first}", style="red"), soft_wrap=True)
+        else:
+            lines = output.content.strip().count("\n") + 1
+            more = f"  (+{lines - 1} lines)" if lines > 1 else ""
+            self.console.print(Text(f"    ✓ {short(first, 80)}{more}", style="dim"), soft_wrap=True)
+
+    def blocked(self, name: str, reason: str) -> None:
+        self.console.print(Text(f"    ⛔ haltwise refused {name}: {reason}", style="bold red"))
+
+    def note(self, text: str) -> None:
+        self.console.print(Text(f"  ⚠ haltwise → model: {text}", style="bold yellow"))
+
+    def injected(self, text: str) -> None:
+        self.console.print(Text(f"  ↳ you, mid-run (no count reset): {short(text)}", style="cyan"))
+
+    def asking(self, ask: Ask) -> None:
+        title = ask.reason.replace("_", " ").capitalize()
+        self.console.print(Text(f"⏸  {title} reached — {ask.question}", style="bold yellow"))
+        self.console.print(Text(f"   {CHOICES_LINE}", style="yellow"))
+
+    def synthesizing(self, reason: str) -> None:
+        self._synthesizing = True
+        self.console.print(
+            Text(
+                "  ✎ wrapping up: a tools-free pass writes the best answer from what was gathered",
+                style="bold yellow",
+            )
+        )
+
+    def run_ended(self, outcome: Outcome) -> None:
+        self._synthesizing = False
+        for line in describe_outcome(outcome, self.resume_hint):
+            self.console.print(line, soft_wrap=True)
+
+
+def describe_outcome(outcome: Outcome, resume_hint: Callable[[str], str] | None = None) -> list[Any]:
+    """The outcome as a few lines: status and reason, the message, the usage, what next."""
+    usage = outcome.usage
+    head = Text("■ ", style=_STATUS_STYLE.get(outcome.status, "bold"))
+    head.append(str(outcome.status), style=_STATUS_STYLE.get(outcome.status, "bold"))
+    if outcome.reason not in ("completed", str(outcome.status)):
+        head.append(f" ({outcome.reason})", style="bold")
+    head.append(f"  run {outcome.run_id}", style="dim")
+    lines: list[Any] = [head]
+    if outcome.status is not Status.COMPLETED:
+        lines.append(Text(f"  {outcome.message}"))
+    cost = "unknown" if usage.cost is None else f"${usage.cost:.4f}"
+    lines.append(
+        Text(
+            f"  {usage.turns} turns · {usage.model_calls} model calls · {usage.tool_calls} tool "
+            f"calls · {usage.total_tokens:,} tokens · {cost} · {usage.elapsed:.1f}s",
+            style="dim",
+        )
+    )
+    for suggestion in outcome.suggestions:
+        if suggestion.startswith("Resume from checkpoint"):
+            continue
+        lines.append(Text(f"  → {suggestion}", style="dim"))
+    if outcome.checkpoint is not None and resume_hint is not None:
+        lines.append(Text(f"  → {resume_hint(outcome.run_id)}", style="dim"))
+    return lines

@@ -1,0 +1,34 @@
+"""``haltwise run "TASK"``: the agent with no UI (see ``haltwise.agent.headless``)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "Run the agent on one task with no UI: at a limit it stops (or synthesizes, by policy)."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ..agent.options import add_agent_arguments
+
+    parser.add_argument("task", metavar="TASK", help='what the agent should do ("-": read stdin)')
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON event per line on stdout, then the outcome"
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress on stderr"
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="continue a stored run with the counts it had ('last': the latest run)",
+    )
+    add_agent_arguments(parser)
+    parser.epilog = (
+        "exit codes: 0 completed, 3 stopped at a limit, 130 cancelled, 1 error, 2 bad option"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..agent.headless import main
+
+    return main(args)
