@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
+import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
@@ -78,10 +78,12 @@ class Governor:
         clock: Callable[[], float] = time.monotonic,
         pricer: Pricer | None = None,
         ledger: Ledger | None = None,
-        new_id: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+        new_id: Callable[[], str] = lambda: secrets.token_hex(6),
         parent: Governor | None = None,
     ) -> None:
         self._clock = clock
+        #: The clock, as limits see it (the Context protocol).
+        self.now = clock
         self._pricer = pricer
         self._ledger = ledger if ledger is not None else MemoryLedger()
         self._new_id = new_id
@@ -105,6 +107,8 @@ class Governor:
         self._slots: dict[Leaf, Slot] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
+        #: True while nothing but the limits can change the next decision (the fast path).
+        self._plain = parent is None
         self._handlers: dict[type, Callable[[Any], Decision]] = {
             RunStarted: self._on_run_started,
             TurnStarting: self._on_turn_starting,
@@ -124,6 +128,12 @@ class Governor:
 
     def handle(self, event: Event) -> Decision:
         """The decision for ``event``."""
+        if self._plain:
+            # The common case, in one test: live, unasked, uncancelled, no parent.
+            handler = self._handlers.get(type(event))
+            if handler is not None:
+                decision: Decision = handler(event)
+                return decision
         if self._cancel_reason is not None:
             return self._cancelled()
         if self._stopped is not None and type(event) is not RunStarted:
@@ -140,10 +150,19 @@ class Governor:
             raise InvalidValueError(
                 "Governor.handle(event)", event, "one of the events in haltwise.events"
             )
-        decision: Decision = handler(event)
+        decision = handler(event)
         return decision
 
     __call__ = handle
+
+    def _refresh(self) -> None:
+        """Recompute the fast-path flag after the run's state changed."""
+        self._plain = (
+            self._cancel_reason is None
+            and self._stopped is None
+            and self._pending is None
+            and self._parent is None
+        )
 
     def resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
         """Carry on after a human's ``answer`` to ``ask`` (None: no answer came, or no UI)."""
@@ -156,6 +175,7 @@ class Governor:
         limit: Limit = self._pending[1]
         before: bool = self._pending[2]
         self._pending = None
+        self._refresh()
         reply = _as_answer(answer)
         if reply is None or reply.choice is Choice.ABORT:
             stop: Stop = self._stop_after_ask(ask, limit, reply)
@@ -179,6 +199,7 @@ class Governor:
         """Stop the run at its next event. Safe to call from any thread or task."""
         with self._cancel_lock:
             self._cancel_reason = reason
+            self._plain = False
 
     def synthesized(self, answer: str) -> Outcome:
         """The final outcome after a driver wrote ``answer`` for a ``Stop(synthesize=True)``."""
@@ -326,12 +347,10 @@ class Governor:
             raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
         self._stopped = None
         self._pending = None
+        self._refresh()
 
     # ----------------------------------------------------------------------------------------
     # The Context that limits see
-
-    def now(self) -> float:
-        return self._clock()
 
     def slot(self, leaf: Leaf) -> Slot:
         return self._slots[leaf]
@@ -353,6 +372,7 @@ class Governor:
     def _on_run_started(self, event: RunStarted) -> Decision:
         now = self._clock()
         self._stopped = None
+        self._refresh()
         self._run.reset(now)
         if self._session.started_at is None:
             self._session.started_at = now
@@ -419,10 +439,11 @@ class Governor:
         if decision is not None:
             return decision
         name = event.name
-        for tally in (self._run, self._session):
-            tally.tool_calls += 1
-            by_name = tally.tool_calls_by_name
-            by_name[name] = by_name.get(name, 0) + 1
+        run, session = self._run, self._session
+        run.tool_calls += 1
+        session.tool_calls += 1
+        run.tool_calls_by_name[name] = run.tool_calls_by_name.get(name, 0) + 1
+        session.tool_calls_by_name[name] = session.tool_calls_by_name.get(name, 0) + 1
         return self._post(self._post_tool, event)
 
     def _on_tool_result(self, event: ToolResult) -> Decision:
@@ -439,10 +460,10 @@ class Governor:
 
     def _on_run_ended(self, event: RunEnded) -> Decision:
         output = event.output if event.output is not None else self._last_text
-        usage = self.usage
+        run = self._run
         message = (
-            f"The run completed in {usage.turns} turns, {usage.model_calls} model calls "
-            f"and {usage.tool_calls} tool calls."
+            f"The run completed in {run.turns} turns, {run.model_calls} model calls "
+            f"and {run.tool_calls} tool calls."
         )
         return self._stop(Status.COMPLETED, "completed", message, None, partial=output)
 
@@ -478,13 +499,15 @@ class Governor:
         warn, self._early = self._early, None
         for limit, slot in checks:
             verdict = limit.post(event, slot, self)
-            if type(verdict) is str:
+            if verdict is None:
+                pass
+            elif type(verdict) is str:
                 decision = self._trip(limit, slot, event, verdict, before=False)
                 if decision is not None:
                     return decision
-            elif isinstance(verdict, Warn):
+            elif type(verdict) is Warn:
                 warn = verdict if warn is None else _join(warn, verdict)
-            elif isinstance(verdict, Block):
+            elif type(verdict) is Block:
                 note = Warn(verdict.reason, verdict.limit)
                 warn = note if warn is None else _join(warn, note)
             if slot is not None and limit.warn_at is not None and not slot.warned:
@@ -516,6 +539,7 @@ class Governor:
                 owner=self,
             )
             self._pending = (ask, limit, before)
+            self._plain = False
             return ask
         if policy == "best_effort":
             return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit)
@@ -583,6 +607,7 @@ class Governor:
         )
         stop = Stop(outcome, synthesize=synthesize, provider_called=provider_called)
         self._stopped = stop
+        self._plain = False
         return stop
 
     # ----------------------------------------------------------------------------------------

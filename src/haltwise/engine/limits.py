@@ -73,8 +73,9 @@ ALL_EVENTS: tuple[EventType, ...] = (
     Progress,
     RunEnded,
 )
-# A run's clock starts at RunStarted, so only a session's clock can have run out by then.
-_AFTER_START = ALL_EVENTS[1:]
+#: Where a time limit is checked: before anything more is spent. (A run's clock starts at
+#: RunStarted, so only a session's clock can have run out by then.)
+_SPENDING = (TurnStarting, ModelRequest, ToolCall)
 
 
 class Unlimited:
@@ -100,7 +101,8 @@ UNLIMITED = Unlimited()
 class Context(Protocol):
     """What a limit may ask of the governor that runs it."""
 
-    def now(self) -> float: ...
+    #: The governor's monotonic clock.
+    now: Callable[[], float]
 
     def slot(self, leaf: Leaf) -> Slot: ...
 
@@ -573,9 +575,20 @@ class _MaxToolCalls(_CountLimit):
         return slot.tally.tool_calls_by_name.get(self.tool, 0)
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
-        if self.tool is not None and event.name != self.tool:
+        assert slot is not None
+        maximum = self.maximum
+        if maximum is None:
             return None
-        return super().pre(event, slot, ctx)
+        tool = self.tool
+        if tool is None:
+            used = slot.tally.tool_calls - slot.baseline
+        elif event.name != tool:
+            return None
+        else:
+            used = slot.tally.tool_calls_by_name.get(tool, 0) - slot.baseline
+        if used >= maximum + slot.extra:
+            return self._would_exceed(used, maximum + slot.extra)
+        return None
 
     def _would_exceed(self, used: int, cap: int) -> str:
         what = "Tool-call budget" if self.tool is None else f"Budget for {self.tool}"
@@ -658,8 +671,9 @@ class _MaxCost(Leaf):
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
-        spent = slot.tally.cost - slot.baseline
-        cap = self.maximum + slot.extra
+        # Decimal arithmetic is dear on the hot path: skip it while no round was restarted.
+        spent = slot.tally.cost - slot.baseline if slot.baseline else slot.tally.cost
+        cap = self.maximum + slot.extra if slot.extra else self.maximum
         if spent >= cap:
             return f"Cost limit of ${cap} reached: ${_money(spent)} spent ({self!r})"
         if event.max_tokens is None:
@@ -678,8 +692,8 @@ class _MaxCost(Leaf):
 
     def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
-        spent = slot.tally.cost - slot.baseline
-        cap = self.maximum + slot.extra
+        spent = slot.tally.cost - slot.baseline if slot.baseline else slot.tally.cost
+        cap = self.maximum + slot.extra if slot.extra else self.maximum
         if spent > cap:
             return f"Exceeded the cost limit of ${cap}: ${_money(spent)} spent ({self!r})"
         return None
@@ -713,7 +727,7 @@ class _Timeout(Leaf):
 
     @property
     def pre_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
-        return ALL_EVENTS if self.scope == "session" else _AFTER_START
+        return (RunStarted, *_SPENDING) if self.scope == "session" else _SPENDING
 
     @property
     def post_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
@@ -732,7 +746,7 @@ class _Timeout(Leaf):
             return None
         elapsed = ctx.now() - started - slot.baseline
         cap = self.seconds + slot.extra
-        if elapsed >= cap:
+        if elapsed >= cap:  # the slow path: only when the limit trips
             return (
                 f"Time limit of {_duration(cap)} reached: {_duration(elapsed)} elapsed ({self!r})"
             )
