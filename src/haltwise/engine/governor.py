@@ -10,9 +10,9 @@ over running totals. Nothing is allocated unless a limit warns, asks, blocks or 
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
-import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
