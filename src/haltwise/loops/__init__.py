@@ -13,9 +13,11 @@ Every loop here is bounded, notices when it stops making progress, and ends in t
   on plans; ``session_limits()``: the global circuit breakers as core limits.
 
 This package is not part of the pure engine (it runs callbacks), and decides no limit itself:
-session-wide limits and cancellation are a ``Governor``'s, which every loop asks before each
-callback, and which agents inside report to through ``step.governor``. Each loop's logic is one
-generator; ``run``/``resume`` and ``arun``/``aresume`` are thin drivers over it.
+session-wide limits and cancellation are a ``Governor``'s. A loop is that governor's agent: each
+pass is a turn (``TurnStarting``: time, turns and a cancel are checked before it starts), and
+agents inside report their model calls, tokens and dollars to ``step.governor``, a child of it.
+Each loop's logic is one generator; ``run``/``resume`` and ``arun``/``aresume`` are thin drivers
+over it.
 
 Reason codes a loop's ``Outcome`` may carry (besides the governor's own: ``time_limit``,
 ``model_call_limit``, ``cost_limit``, ``token_limit``, ``cancelled``, ...):

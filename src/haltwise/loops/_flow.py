@@ -5,11 +5,13 @@ callback with these arguments") and receives a ``_Reply`` (what it returned, or 
 the httpx ``auth_flow`` pattern. ``drive`` runs the callbacks in plain Python; ``adrive`` awaits
 the ones that return awaitables. Neither knows anything about loops.
 
-Before every callback the flow reports a ``Progress`` event to the loop's governor, so the
-core's limits (time, model calls, dollars, tokens, in any scope) and ``Governor.cancel`` stop a
-loop exactly as they stop an agent; agents inside a loop report to ``step.governor``, a child of
-the same governor, so their spending counts against the same budgets. A governor ``Ask`` goes
-to the loop's prompter and back through ``Governor.resolve``; nothing here decides a limit.
+A loop is the agent of its governor: each pass (an attempt, an iteration, a quote) begins with
+a ``TurnStarting`` event, so the core's limits (time, turns, which then count passes, a cancel)
+are checked before anything more is spent, and between the callbacks of a pass a ``Progress``
+event picks up a cancel or a stop. Agents inside a loop report to ``step.governor``, a child of
+the same governor, so their model calls, tokens and dollars count against the same budgets and
+are refused when those are spent. A governor ``Ask`` goes to the loop's prompter and back
+through ``Governor.resolve``; nothing here decides a limit.
 
 Everything a loop did is kept in ``Iteration`` records; an outcome that is not plainly
 ``completed`` saves a checkpoint (the loop's history, its best value when it can be stored as
@@ -29,7 +31,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 from ..drivers.prompters import Prompter
 from ..engine.decisions import Answer, Ask, Choice, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltSignal
-from ..engine.events import Progress, RunStarted
+from ..engine.events import Progress, RunStarted, TurnStarting
 from ..engine.governor import Governor
 from ..engine.ledger import Ledger, MemoryLedger
 from ..engine.limits import Limit
@@ -178,6 +180,8 @@ class _Run:
         self.notes: list[str] = []
         #: A pass that produced a value not judged yet: recorded if the loop stops before that.
         self.pending: Iteration | None = None
+        #: Whether a pass has just begun, so its first callback needs no check of its own.
+        self.fresh = False
         self.loop_id = uuid.uuid4().hex[:8]
         self.prior = Usage()
         self.saved_values: dict[str, Any] = {}
@@ -196,7 +200,11 @@ class _Run:
         """Passes made so far (resumed ones included)."""
         return len(self.history)
 
-    def step(self, limit: int, strictness: Strictness = "all", number: int | None = None) -> Step:
+    def next_step(
+        self, limit: int, strictness: Strictness = "all", number: int | None = None
+    ) -> Generator[_Call, _Reply, Step]:
+        """Begin a pass: a turn of the loop's governor (limits checked), then its ``Step``."""
+        yield from self.turn()
         step = Step(
             self.number + 1 if number is None else number,
             limit,
@@ -248,13 +256,19 @@ class _Run:
         if not self.governor.run_id:
             yield from self.send(RunStarted(prompt=repr(self.loop)))
 
+    def turn(self) -> Generator[_Call, _Reply, None]:
+        """A pass is about to start: to the loop's governor, a turn (counted, and checked before
+        anything is spent: time, turns, a cancel). Raises ``_Halted`` when it may not start."""
+        yield from self.send(TurnStarting())
+        self.fresh = True
+
     def check(self, what: str) -> Generator[_Call, _Reply, None]:
-        """Ask the governor whether the loop may go on; raises ``_Halted`` when it may not."""
+        """Between the callbacks of a pass: has the governor stopped or been cancelled?"""
         yield from self.send(
             Progress(metric=f"loop.{self.loop.kind}", value=float(self.number), note=what)
         )
 
-    def send(self, event: RunStarted | Progress) -> Generator[_Call, _Reply, None]:
+    def send(self, event: RunStarted | TurnStarting | Progress) -> Generator[_Call, _Reply, None]:
         decision = self.governor.handle(event)
         while isinstance(decision, Ask):
             answer = None
@@ -269,8 +283,10 @@ class _Run:
 
     def call(self, function: Callable[..., Any], *args: Any) -> Generator[_Call, _Reply, _Reply]:
         """Check with the governor, then call ``function(*args)``: its reply, raised or not."""
-        name = getattr(function, "__name__", "callback")
-        yield from self.check(name)
+        if self.fresh:
+            self.fresh = False  # the pass's turn was just checked
+        else:
+            yield from self.check(getattr(function, "__name__", "callback"))
         reply = yield _Call(function, args)
         return reply
 

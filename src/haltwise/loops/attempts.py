@@ -151,7 +151,7 @@ class Attempts(BoundedLoop):
     def _logic(self, run: _Run, callbacks: tuple[Any, ...]) -> Logic:
         (attempt,) = callbacks
         while run.number < self.n:
-            step = run.step(self.n)
+            step = yield from run.next_step(self.n)
             started = run.now()
             reply = yield from run.call(attempt, step)
             if reply.error is not None:

@@ -138,6 +138,7 @@ class CostGate(BoundedLoop):
 
     def _logic(self, run: _Run, callbacks: tuple[Any, ...]) -> Logic:
         work, estimate, alternatives, decide = callbacks
+        yield from run.turn()
         original = yield from self._quote(run, "original", work, estimate)
         band = self.band(original.estimate)
         if band == "proceed":
@@ -164,6 +165,7 @@ class CostGate(BoundedLoop):
         offers: list[Quote[Any]] = []
         for alternative in considered:
             label = _label(alternative)
+            yield from run.turn()
             reply = yield from run.call(alternative, work)
             if reply.error is not None:
                 error = describe_error(reply.error)
@@ -264,6 +266,7 @@ class CostGate(BoundedLoop):
         decide: Callable[[tuple[Quote[Any], ...]], Any],
         quotes: tuple[Quote[Any], ...],
     ) -> Generator[_Call, _Reply, Quote[Any] | None]:
+        yield from run.turn()
         reply = yield from run.call(decide, quotes)
         chosen: Quote[Any] | None = None
         error = None

@@ -222,7 +222,7 @@ class Refine(BoundedLoop):
             # rather than judge it again (which would also look like "the same issues again").
             judged = run.history[-1]
             left = tuple(issue for issue in judged.issues if issue.blocks(judged.strictness))
-            step = run.step(limit, judged.strictness, number=judged.number)
+            step = yield from run.next_step(limit, judged.strictness, number=judged.number)
             reply = yield from run.call(fix, candidate, left, step)
             del run.state["unfixed"]
             if reply.error is not None:
@@ -233,7 +233,7 @@ class Refine(BoundedLoop):
                 run.keep("candidate", candidate)
         run.state.pop("unfixed", None)
         while run.number < limit:
-            step = run.step(limit, self.strictness_at(run.number + 1))
+            step = yield from run.next_step(limit, self.strictness_at(run.number + 1))
             started = run.now()
 
             origin = "fix"

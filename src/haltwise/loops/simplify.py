@@ -148,7 +148,7 @@ class Simplify(BoundedLoop):
             )
         first = run.state.setdefault("first_size", size)
         while run.number < self.max_passes:
-            step = run.step(self.max_passes)
+            step = yield from run.next_step(self.max_passes)
             started = run.now()
             reply = yield from run.call(simplify, current, step)
             if reply.error is not None:
