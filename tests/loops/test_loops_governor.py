@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from decimal import Decimal
 from typing import Any
@@ -256,6 +257,7 @@ def test_a_halt_signal_from_a_callback_is_a_failed_attempt() -> None:
     assert result.history[0].error == "HaltSignal (killed): killed from the dashboard"
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes need Python 3.11")
 def test_an_interrupt_propagates_after_saving_a_checkpoint() -> None:
     ledger = MemoryLedger()
 
@@ -267,7 +269,7 @@ def test_an_interrupt_propagates_after_saving_a_checkpoint() -> None:
     with pytest.raises(KeyboardInterrupt) as caught:
         attempts(3, accept=lambda _: False, ledger=ledger).run(attempt, clock=FakeClock())
 
-    note = caught.value.__notes__[0]
+    note = getattr(caught.value, "__notes__")[0]  # noqa: B009 (mypy targets 3.10)
     ref = note.rsplit(" ", 1)[1]
     saved = ledger.load_checkpoint(ref)
     assert saved["reason"] == "interrupted"
