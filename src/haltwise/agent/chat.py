@@ -1,16 +1,16 @@
 """``haltwise chat``: the agent in a terminal REPL (prompt_toolkit for input, rich for output).
 
-The prompt stays live while a run goes on, so that:
-
-- the bottom toolbar, the seeds' widget, shows ``Turns: N/M`` (``N/∞`` when unlimited) with
-  the session's tokens and dollars, redrawn as the counts change;
-- text typed during a run joins it as a mid-run message (no count reset);
-- at a limit the same prompt becomes the dialog: the run waits for ``continue``, ``extend N``,
-  ``wrap up`` or ``abort`` (and shell commands wait for approval the same way);
+- At the prompt, the bottom toolbar is the seeds' widget: ``Turns: N/M`` (``N/∞`` when
+  unlimited) with the session's tokens and dollars.
+- While a run goes on (on a worker thread: ``Agent.send``), its replies and tool activity print
+  as they stream, and the same widget is a live line under them, redrawn as the counts change.
+- At a limit the run waits on a dialog: ``continue`` (the count restarts), ``extend N``,
+  ``wrap up`` (a tools-free pass writes the best answer) or ``abort``. Shell commands wait for
+  approval the same way, unless ``--yes``.
 - Ctrl-C stops the current run (outcome ``cancelled``); a second Ctrl-C at the prompt exits.
 
-The run itself goes on a worker thread (``Agent.send``); its output is printed above the prompt
-through prompt_toolkit's stdout proxy.
+Questions from the run's thread are put to the human on the main thread, which owns the
+terminal; the run's thread waits for the answer.
 
 Commands: ``/turn-limit N|unlimited``, ``/limits``, ``/budget``, ``/runs``, ``/help``, ``/exit``.
 """
@@ -18,19 +18,20 @@ Commands: ``/turn-limit N|unlimited``, ``/limits``, ``/budget``, ``/runs``, ``/h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
-from prompt_toolkit.patch_stdout import StdoutProxy
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -38,16 +39,15 @@ from ..config import parse_turn_limit
 from ..drivers.prompters import parse_answer
 from ..engine.decisions import Answer, Ask
 from ..engine.errors import ConfigurationError
-from ..engine.outcome import Outcome, Usage
+from ..engine.outcome import Usage
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
-from .render import CHOICES_LINE, TerminalView
+from .render import TerminalView
 
 __all__ = ["ChatApp", "main"]
 
 HELP_TEXT = """\
-Type a task and press Enter. While the agent works you can type more: it joins the run
-(the turn count is not reset). At a limit the prompt asks what to do.
+Type a task and press Enter; the agent works until it answers or a limit stops it.
 
   /turn-limit N|unlimited   set the turn limit (unlimited → N restarts the count; N → M keeps it)
   /limits                   every limit, with its count and cap
@@ -66,10 +66,13 @@ _STATE = {
     "synthesizing": "  ✎ wrapping up",
 }
 
+DIALOG_PROMPT = "continue / extend N / wrap up / abort › "
+APPROVAL_PROMPT = "run it? [y]es / [n]o / [a]lways › "
+
 
 @dataclass
 class _Question:
-    """A question the agent's thread waits on; the prompt answers it."""
+    """A question the run's thread waits on; the main thread asks it."""
 
     #: ``limit`` (an Ask) or ``approve`` (a shell command).
     kind: str
@@ -79,7 +82,8 @@ class _Question:
 
 
 class ChatApp(Listener):
-    """The REPL. ``input``/``output`` are prompt_toolkit's (a real terminal by default)."""
+    """The REPL. ``input``/``output`` are prompt_toolkit's (the terminal by default);
+    ``console`` is where the run prints (stdout by default)."""
 
     def __init__(
         self,
@@ -87,40 +91,27 @@ class ChatApp(Listener):
         *,
         input: Input | None = None,
         output: Output | None = None,
+        console: Console | None = None,
     ) -> None:
         self.args = args
         self._input = input
         self._output = output
-        self._question: _Question | None = None
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self._questions: queue.Queue[_Question] = queue.Queue()
         self._always_approve = False
         self._armed = False
-        self._cancel_requested = False
         self._exit = False
-        self._worker: threading.Thread | None = None
+        self._live: Live | None = None
         self.session: PromptSession[str] | None = None
-        self.console = Console()
         self.setup: Setup | None = None
 
     # ----------------------------------------------------------------------------------------
     # The loop
 
     def main(self) -> int:
-        with create_app_session(input=self._input, output=self._output):
-            proxy = StdoutProxy(raw=True, sleep_between_writes=0.02)
-            try:
-                return self._main(proxy)
-            finally:
-                proxy.close()
-
-    def _main(self, proxy: StdoutProxy) -> int:
-        self.console = Console(
-            file=proxy,  # type: ignore[arg-type]
-            force_terminal=proxy.isatty(),
-            highlight=False,
-            soft_wrap=True,
-        )
         view = TerminalView(
-            self.console, resume_hint=lambda run_id: f"resume it later: haltwise chat --resume {run_id}"
+            self.console,
+            resume_hint=lambda run_id: f"resume it later: haltwise chat --resume {run_id}",
         )
         self.setup = build_agent(
             self.args,
@@ -130,26 +121,28 @@ class ChatApp(Listener):
             approver=self._approve,
             resume=self.args.resume,
         )
-        self._banner()
-        self.session = PromptSession(
-            message=self._message,
-            bottom_toolbar=lambda: self.toolbar_text(),
-            input=self._input,
-            output=self._output,
-        )
         try:
+            self._banner()
+            self.session = PromptSession(
+                bottom_toolbar=lambda: self.toolbar_text(),
+                input=self._input,
+                output=self._output,
+            )
             while not self._exit:
                 try:
-                    text = self.session.prompt()
+                    text = self.session.prompt("› ")
                 except KeyboardInterrupt:
-                    self._exit = self._interrupted()
+                    if self._armed:
+                        break
+                    self._armed = True
+                    self.console.print(Text("(Ctrl-C again to exit, or /exit)", style="dim"))
                     continue
                 except EOFError:
                     break
                 self._armed = False
                 self._submit(text)
         finally:
-            self._shutdown()
+            self.setup.store.close()
         return 0
 
     def _banner(self) -> None:
@@ -184,23 +177,38 @@ class ChatApp(Listener):
         text = text.strip()
         if not text:
             return
-        question = self._question
-        if question is not None and not text.startswith("/"):
-            self._answer(question, text)
-            return
         if text.startswith("/"):
             self._command(text)
-            return
+        else:
+            self.run_prompt(text)
+
+    def run_prompt(self, prompt: str) -> None:
+        """One run, on a worker thread; this thread shows the live widget, asks the run's
+        questions and turns Ctrl-C into a cancel."""
         assert self.setup is not None
         agent = self.setup.agent
-        if agent.running:
-            agent.inject(text)
-            return
-        self._cancel_requested = False
-        self._worker = threading.Thread(
-            target=self._work, args=(text,), name="haltwise-agent", daemon=True
-        )
-        self._worker.start()
+        worker = threading.Thread(target=self._work, args=(prompt,), name="haltwise-agent", daemon=True)
+        cancelled = False
+        with _no_echo(self._input is None), self._live_widget():
+            worker.start()
+            while worker.is_alive():
+                try:
+                    try:
+                        question = self._questions.get(timeout=0.05)
+                    except queue.Empty:
+                        continue
+                    self._put(question)
+                except KeyboardInterrupt:
+                    if cancelled:
+                        self._exit = True  # a Ctrl-C while the cancel goes on: give up waiting
+                        break
+                    cancelled = True
+                    self._armed = True
+                    agent.cancel("interrupted (Ctrl-C)")
+                    self.console.print(
+                        Text("cancelling… (Ctrl-C again at the prompt exits)", style="magenta")
+                    )
+            worker.join(0 if self._exit else None)
 
     def _work(self, prompt: str) -> None:
         assert self.setup is not None
@@ -209,86 +217,93 @@ class ChatApp(Listener):
         except (AgentError, ConfigurationError) as error:
             self.console.print(Text(f"✗ {error}", style="bold red"))
         except Exception as error:  # a bug: say so, and keep the chat alive
-            self.console.print(Text(f"✗ the agent failed: {type(error).__name__}: {error}", style="bold red"))
-        finally:
-            self._invalidate()
+            self.console.print(
+                Text(f"✗ the agent failed: {type(error).__name__}: {error}", style="bold red")
+            )
 
-    def _interrupted(self) -> bool:
-        """Ctrl-C: stop the run; at an idle prompt, a second one exits. True: exit now."""
-        assert self.setup is not None
-        agent = self.setup.agent
-        if agent.running:
-            if self._cancel_requested:
-                return True
-            self._cancel_requested = True
-            self._armed = True
-            agent.cancel("interrupted (Ctrl-C)")
-            question = self._question
-            if question is not None:
-                question.answers.put(("cancel", None))
-            self.console.print(Text("cancelling… (Ctrl-C again at the prompt exits)", style="magenta"))
-            return False
-        if self._armed:
-            return True
-        self._armed = True
-        self.console.print(Text("(Ctrl-C again to exit, or /exit)", style="dim"))
-        return False
-
-    def _shutdown(self) -> None:
-        assert self.setup is not None
-        agent = self.setup.agent
-        if agent.running:
-            agent.cancel("the chat was closed")
-            question = self._question
-            if question is not None:
-                question.answers.put(("cancel", None))
-        if self._worker is not None:
-            self._worker.join(5.0)
-        self.setup.store.close()
+    @contextlib.contextmanager
+    def _live_widget(self) -> Iterator[None]:
+        live = Live(
+            self._widget_line(),
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        with live:
+            self._live = live
+            try:
+                yield
+            finally:
+                self._live = None
 
     # ----------------------------------------------------------------------------------------
-    # Questions from the agent's thread
+    # Questions from the run's thread, asked on this one
 
     def _ask_limit(self, ask: Ask) -> Answer | None:
-        question = _Question("limit", ask=ask)
-        kind, value = self._wait(question)
+        kind, value = self._wait(_Question("limit", ask=ask))
         return value if kind == "answer" else None
 
     def _approve(self, command: str) -> bool:
         if self._always_approve:
             return True
-        self.console.print(Text(f"⏸  the agent wants to run: {command}", style="bold yellow"))
         kind, value = self._wait(_Question("approve", command=command))
         return kind == "answer" and bool(value)
 
     def _wait(self, question: _Question) -> tuple[str, Any]:
-        self._question = question
-        self._invalidate()
-        try:
-            return question.answers.get()
-        finally:
-            self._question = None
-            self._invalidate()
+        self._questions.put(question)
+        return question.answers.get()
 
-    def _answer(self, question: _Question, text: str) -> None:
+    def _put(self, question: _Question) -> None:
+        """Ask on the terminal (the live line paused); Ctrl-C cancels the run."""
+        assert self.session is not None
+        live = self._live
+        if live is not None:
+            live.stop()
+        try:
+            if question.kind == "approve":
+                self.console.print(
+                    Text(f"⏸  the agent wants to run: {question.command}", style="bold yellow")
+                )
+            while True:
+                try:
+                    text = self.session.prompt(
+                        APPROVAL_PROMPT if question.kind == "approve" else DIALOG_PROMPT
+                    )
+                except EOFError:
+                    question.answers.put(("none", None))
+                    return
+                except KeyboardInterrupt:
+                    question.answers.put(("cancel", None))
+                    raise
+                answer = self._parse(question, text)
+                if answer is not None:
+                    question.answers.put(("answer", answer))
+                    return
+        finally:
+            if live is not None:
+                live.start()
+
+    def _parse(self, question: _Question, text: str) -> Any:
+        """The answer in ``text``, or None (after saying what is expected)."""
+        word = text.strip().lower()
         if question.kind == "approve":
-            word = text.lower()
             if word in ("y", "yes", "a", "always"):
                 self._always_approve = word in ("a", "always")
-                question.answers.put(("answer", True))
-            elif word in ("n", "no"):
-                question.answers.put(("answer", False))
-            else:
-                self.console.print(Text("Please answer y (yes), n (no) or a (always).", style="red"))
-            return
+                return True
+            if word in ("n", "no"):
+                return False
+            self.console.print(Text("Please answer y (yes), n (no) or a (always).", style="red"))
+            return None
         assert question.ask is not None
-        answer = parse_answer(text)
+        answer = parse_answer(word)
         if answer is None or answer.choice not in question.ask.choices:
             self.console.print(
-                Text(f"Please answer: {CHOICES_LINE} (e.g. 'c', 'e 10', 'w', 'a')", style="red")
+                Text("Please answer c, e N (e.g. e 10), w or a.", style="red")
             )
-            return
-        question.answers.put(("answer", answer))
+            return None
+        return answer
 
     # ----------------------------------------------------------------------------------------
     # Commands
@@ -358,15 +373,7 @@ class ChatApp(Listener):
             self.console.print(Text(f"{run_id}  {shown:<28} {prompt[:60]}"))
 
     # ----------------------------------------------------------------------------------------
-    # The prompt and the widget
-
-    def _message(self) -> str:
-        question = self._question
-        if question is None:
-            return "› "
-        if question.kind == "approve":
-            return "run it? [y]es / [n]o / [a]lways › "
-        return "continue / extend N / wrap up / abort › "
+    # The widget
 
     def toolbar_text(self) -> str:
         """The widget: ``Turns: N/M │ tokens │ $``, and what the agent is doing."""
@@ -374,18 +381,18 @@ class ChatApp(Listener):
         status = self.setup.agent.status()
         return status.widget() + _STATE.get(status.state, "")
 
-    def _invalidate(self) -> None:
-        session = self.session
-        if session is not None:
-            session.app.invalidate()
+    def _widget_line(self, status: AgentStatus | None = None) -> Text:
+        if status is None:
+            assert self.setup is not None
+            status = self.setup.agent.status()
+        return Text(status.widget() + _STATE.get(status.state, ""), style="reverse")
 
-    # Listener: redraw the widget when the counts change.
+    # Listener: redraw the live widget when the counts change.
 
     def status(self, status: AgentStatus) -> None:
-        self._invalidate()
-
-    def run_ended(self, outcome: Outcome) -> None:
-        self._invalidate()
+        live = self._live
+        if live is not None:
+            live.update(self._widget_line(status), refresh=True)
 
 
 def _number(value: Any) -> str:
@@ -411,3 +418,25 @@ def main(args: argparse.Namespace) -> int:
     """``haltwise chat``: the exit code."""
     return ChatApp(args).main()
 
+
+
+@contextlib.contextmanager
+def _no_echo(enabled: bool) -> Iterator[None]:
+    """While a run goes on, keys typed do not echo over its output (they wait for the prompt)."""
+    if not enabled or not sys.stdin.isatty():
+        yield
+        return
+    try:
+        import termios
+    except ImportError:  # pragma: no cover - not a POSIX terminal
+        yield
+        return
+    descriptor = sys.stdin.fileno()
+    saved = termios.tcgetattr(descriptor)
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(descriptor, termios.TCSANOW, saved)

@@ -163,8 +163,9 @@ def describe_outcome(outcome: Outcome, resume_hint: Callable[[str], str] | None 
     cost = "unknown" if usage.cost is None else f"${usage.cost:.4f}"
     lines.append(
         Text(
-            f"  {usage.turns} turns · {usage.model_calls} model calls · {usage.tool_calls} tool "
-            f"calls · {usage.total_tokens:,} tokens · {cost} · {usage.elapsed:.1f}s",
+            f"  {_count(usage.turns, 'turn')} · {_count(usage.model_calls, 'model call')} · "
+            f"{_count(usage.tool_calls, 'tool call')} · {usage.total_tokens:,} tokens · {cost} · "
+            f"{usage.elapsed:.1f}s",
             style="dim",
         )
     )
@@ -175,3 +176,7 @@ def describe_outcome(outcome: Outcome, resume_hint: Callable[[str], str] | None 
     if outcome.checkpoint is not None and resume_hint is not None:
         lines.append(Text(f"  → {resume_hint(outcome.run_id)}", style="dim"))
     return lines
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}" if number == 1 else f"{number:,} {thing}s"
