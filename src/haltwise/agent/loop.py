@@ -136,7 +136,7 @@ class Listener:
     def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
         """A tool call returned (or was refused)."""
 
-    def blocked(self, name: str, reason: str) -> None:
+    def blocked(self, name: str, reason: str, call_id: str = "") -> None:
         """A limit refused a tool call; ``reason`` goes to the model as the tool's error."""
 
     def note(self, text: str) -> None:
@@ -188,9 +188,9 @@ class Fanout(Listener):
         for listener in self.listeners:
             listener.tool_finished(name, output, call_id)
 
-    def blocked(self, name: str, reason: str) -> None:
+    def blocked(self, name: str, reason: str, call_id: str = "") -> None:
         for listener in self.listeners:
-            listener.blocked(name, reason)
+            listener.blocked(name, reason, call_id)
 
     def note(self, text: str) -> None:
         for listener in self.listeners:
@@ -540,7 +540,7 @@ class Agent:
         self.listener.tool_started(call.name, call.arguments, call.call_id)
         decision = self._report(run, ToolCall(call.name, call.arguments, call.call_id))
         if isinstance(decision, Block):
-            self.listener.blocked(call.name, decision.reason)
+            self.listener.blocked(call.name, decision.reason, call.call_id)
             output = ToolOutput(decision.reason, is_error=True)
         else:
             output = self.toolbox.call(call.name, call.arguments)

@@ -73,6 +73,7 @@ class TerminalView(Listener):
         self._line = ""
         self._turn_began = False
         self._synthesizing = False
+        self._refused: set[str] = set()
 
     # Text, line by line.
 
@@ -112,7 +113,10 @@ class TerminalView(Listener):
         self.console.print(line, soft_wrap=True)
 
     def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
-        first = short(output.content.strip() or "(no output)", 110)
+        if call_id in self._refused:
+            self._refused.discard(call_id)
+            return
+        first = short(_gist(output) or "(no output)", 110)
         if output.is_error:
             self.console.print(Text(f"    ✗ {first}", style="red"), soft_wrap=True)
         else:
@@ -120,7 +124,8 @@ class TerminalView(Listener):
             more = f"  (+{lines - 1} lines)" if lines > 1 else ""
             self.console.print(Text(f"    ✓ {short(first, 80)}{more}", style="dim"), soft_wrap=True)
 
-    def blocked(self, name: str, reason: str) -> None:
+    def blocked(self, name: str, reason: str, call_id: str = "") -> None:
+        self._refused.add(call_id)
         self.console.print(Text(f"    ⛔ haltwise refused {name}: {reason}", style="bold red"))
 
     def note(self, text: str) -> None:
@@ -147,6 +152,16 @@ class TerminalView(Listener):
         self._synthesizing = False
         for line in describe_outcome(outcome, self.resume_hint):
             self.console.print(line, soft_wrap=True)
+
+
+def _gist(output: ToolOutput) -> str:
+    """The line of a tool's output that says the most: for a failed command, its last line."""
+    text = output.content.strip()
+    if output.is_error and "\n" in text:
+        lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
+        if lines:
+            return lines[-1]
+    return text
 
 
 def describe_outcome(outcome: Outcome, resume_hint: Callable[[str], str] | None = None) -> list[Any]:

@@ -1,7 +1,11 @@
-"""``haltwise demo``: a governed tool loop against the scripted server, offline and keyless.
+"""``haltwise demo``: the real agent against a scripted model that gets stuck. Offline, keyless.
 
-The scripted model is stuck: it runs the failing tests again and again. The turn limit warns
-the model, then stops the run; the demo shows each step and what the stop saved.
+A recorded session of our own making plays on ``haltwise.testing``'s scripted server: the model
+runs the failing test, reads the file, then tries the same edit (whose text does not match the
+file) again and again, for 40 turns if nothing stops it. The real agent (the one behind
+``haltwise chat`` and ``haltwise run``) works in a temporary workspace with its default limits;
+the demo shows the widget counting, the nudge, the stop, the outcome, and what the stop saved,
+and ends with how to point ``haltwise chat`` at a real endpoint.
 """
 
 from __future__ import annotations
@@ -10,48 +14,176 @@ import argparse
 
 HELP = "Watch haltwise stop a stuck agent (offline: a scripted model, no API key)."
 
+#: The model the recording is priced as.
+MODEL = "gpt-4.1"
+#: How long the recorded session goes on when nothing stops it.
+RECORDED_TURNS = 40
+
+CALC = '''\
+def add(a, b):
+    return a - b  # TODO: check the sign
+
+
+def mul(a, b):
+    return a * b
+'''
+
+TEST = '''\
+from calc import add, mul
+
+assert mul(2, 3) == 6
+assert add(2, 3) == 5, f"add(2, 3) returned {add(2, 3)}, expected 5"
+print("all tests passed")
+'''
+
+POINTER = """\
+Point it at a real model:
+  OPENAI_API_KEY=sk-... haltwise chat                                  # OpenAI, gpt-4o-mini
+  haltwise chat --base-url http://localhost:11434/v1 --model qwen2.5-coder   # Ollama
+  haltwise chat --base-url http://localhost:8000/v1 --model MODEL            # vLLM, llama.cpp, ...
+  haltwise run "make the tests pass" --yes --json                      # no UI, for scripts and CI"""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--max-turns", type=int, default=5, help="the turn limit to demonstrate (default 5)"
+        "--max-turns",
+        default="25",
+        metavar="N",
+        help="the turn limit (default 25, the agent's default; try 4 to see the turn limit stop it)",
     )
+    parser.add_argument(
+        "--no-stuck",
+        action="store_true",
+        help="leave stuck detection out, so that only the turn limit can stop the run",
+    )
+
+
+def recording() -> list[object]:
+    """The stuck session, one reply per turn, with the usage a real model would report."""
+    from haltwise.testing import reply, tool_call
+
+    def usage(turn: int) -> tuple[int, int]:
+        return (2400 + 380 * turn, 70)
+
+    edit = tool_call(
+        "edit_file", {"path": "calc.py", "old_text": "return a-b", "new_text": "return a+b"}
+    )
+    script: list[object] = [
+        reply(
+            "I'll run the tests first.",
+            tool_calls=[tool_call("run_command", {"command": "python test_calc.py"})],
+            usage=usage(0),
+        ),
+        reply(
+            "add() looks wrong. Let me read calc.py.",
+            tool_calls=[tool_call("read_file", {"path": "calc.py"})],
+            usage=usage(1),
+        ),
+        reply("add() subtracts. Fixing the sign.", tool_calls=[edit], usage=usage(2)),
+    ]
+    retries = ["Let me apply the fix again.", "Retrying the edit.", "Applying the fix to add()."]
+    for turn in range(3, RECORDED_TURNS):
+        script.append(reply(retries[turn % len(retries)], tool_calls=[edit], usage=usage(turn)))
+    return script
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
+    import tempfile
+    from dataclasses import replace
     from decimal import Decimal
+    from pathlib import Path
 
     from openai import OpenAI
+    from rich.console import Console
+    from rich.text import Text
 
-    import haltwise
-    from haltwise.examples.tool_loop import solve
-    from haltwise.testing import ScriptedServer, reply, tool_call
+    from haltwise.agent.headless import run_to_end
+    from haltwise.agent.loop import Agent
+    from haltwise.agent.options import DEFAULT_WARN_AT, agent_limits
+    from haltwise.agent.render import TerminalView
+    from haltwise.agent.store import Store
+    from haltwise.agent.tools import Toolbox
+    from haltwise.config import Settings, parse_count
+    from haltwise.pricing import Prices
+    from haltwise.testing import Reply, ScriptedServer
 
-    stuck_for = 30
-    script = [
-        reply(tool_calls=[tool_call("run_tests", {})], usage=(1500 + 400 * i, 60))
-        for i in range(stuck_for)
-    ]
-    model = "gpt-4o-mini"
-    limits = haltwise.max_turns(args.max_turns, warn_at=0.6) | haltwise.max_cost("0.50")
-    guard = haltwise.Guard(limits)
-    print(f"limits: {limits!r}")
-    print(f"task:   the scripted model will call run_tests {stuck_for} times if nothing stops it\n")
-    with ScriptedServer(script, model=model) as server:
-        client = OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
-        outcome = solve(client, model, "Make the parser tests pass.", guard)
-        served = server.responses_served
-    usage = outcome.usage
-    print(f"Turns: {usage.turns}/{args.max_turns}  tokens: {usage.total_tokens}")
-    print(f"cost:  ${usage.cost}")
-    print(f"outcome: {outcome.status} ({outcome.reason})")
-    print(f"  {outcome.message}")
-    for suggestion in outcome.suggestions:
-        print(f"  - {suggestion}")
-    left = stuck_for - served
-    prices = haltwise.Prices()
-    saved = sum(
-        (prices.cost(model, input_tokens=1500 + 400 * i, output_tokens=60) or Decimal(0))
-        for i in range(served, stuck_for)
+    max_turns = parse_count("--max-turns", args.max_turns)
+    settings = Settings(max_turns=max_turns)
+    limits = agent_limits(settings, interactive=False)
+    if args.no_stuck:
+        limits = replace(settings, warn_at=DEFAULT_WARN_AT).limits()
+    console = Console(highlight=False, soft_wrap=True)
+    script = recording()
+    # The recorded commands say "python": make it this interpreter.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    with tempfile.TemporaryDirectory(prefix="haltwise-demo-") as folder:
+        workspace = Path(folder) / "workspace"
+        workspace.mkdir()
+        (workspace / "calc.py").write_text(CALC)
+        (workspace / "test_calc.py").write_text(TEST)
+        store = Store(Path(folder) / "haltwise.db")
+        with ScriptedServer(script, model=MODEL) as server:  # type: ignore[arg-type]
+            console.print(
+                Text(
+                    "haltwise demo: the real agent, a scripted model that gets stuck "
+                    "(offline, no API key)",
+                    style="bold",
+                )
+            )
+            console.print(
+                Text(
+                    f"workspace  {workspace}  (calc.py has a bug; test_calc.py fails)\n"
+                    f"model      a recorded session served as {MODEL!r} at {server.base_url}:\n"
+                    f"           it tries the same failing edit again and again, for "
+                    f"{RECORDED_TURNS} turns if nothing stops it\n"
+                    f"limits     {limits!r}",
+                    style="dim",
+                )
+            )
+            task = "Make the tests in test_calc.py pass."
+            console.print(Text(f"\nyou › {task}", style="bold"))
+            client = OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
+            agent = Agent(
+                client,
+                MODEL,
+                Toolbox(workspace, approver=lambda command: True, command_timeout=30),
+                limits=limits,
+                store=store,
+                listener=TerminalView(console, widget_lines=True),
+                base_url=server.base_url,
+            )
+            outcome = run_to_end(agent, task, stderr=sys.stderr)
+            served = server.responses_served
+        store.close()
+    left = [entry for entry in script[served:] if isinstance(entry, Reply)]
+    prices = Prices()
+    tokens = sum(e.usage.total_tokens for e in left if e.usage is not None)
+    dollars = sum(
+        (
+            prices.cost(MODEL, input_tokens=e.usage.prompt_tokens, output_tokens=e.usage.completion_tokens)
+            or Decimal(0)
+            for e in left
+            if e.usage is not None
+        ),
+        Decimal(0),
     )
-    print(f"\nsaved: {left} model calls the stuck agent would have made (${saved:.4f}, {model})")
+    spent = outcome.usage.cost
+    console.print()
+    console.print(Text("What the stop saved", style="bold"))
+    console.print(
+        Text(
+            f"  The recording goes on for {RECORDED_TURNS} turns; haltwise stopped it after "
+            f"{served} model calls"
+            + (f" (${spent:.4f} spent)" if spent is not None else "")
+            + ".\n"
+            f"  Not spent: {len(left)} model calls, {tokens:,} tokens, ${dollars:.2f} at "
+            f"{MODEL} prices, and the minutes they take.\n"
+            f"  The run's conversation and counts were checkpointed ({outcome.checkpoint}), "
+            "so a real run could be resumed where it stopped.",
+        )
+    )
+    console.print()
+    console.print(Text(POINTER, style="cyan"))
     return 0
