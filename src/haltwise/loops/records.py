@@ -288,7 +288,8 @@ def describe_iteration(iteration: Iteration) -> str:
     if iteration.error is not None:
         return f"{head} -> raised {iteration.error}"
     if iteration.accepted:
-        return f"{head} -> accepted"
+        lesser = f", with {'; '.join(map(str, iteration.issues))}" if iteration.issues else ""
+        return f"{head} -> accepted{lesser}"
     if iteration.issues:
         return f"{head} -> " + "; ".join(str(issue) for issue in iteration.issues)
     return head
