@@ -42,7 +42,7 @@ from ..engine.errors import ConfigurationError
 from ..engine.outcome import Usage
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
-from .render import TerminalView
+from .render import MARK, TerminalView
 
 __all__ = ["ChatApp", "main"]
 
@@ -66,8 +66,9 @@ _STATE = {
     "synthesizing": "  ✎ wrapping up",
 }
 
-DIALOG_PROMPT = "continue / extend N / wrap up / abort › "
-APPROVAL_PROMPT = "run it? [y]es / [n]o / [a]lways › "
+PROMPT = MARK + " "
+DIALOG_PROMPT = "continue / extend N / wrap up / abort " + MARK + " "
+APPROVAL_PROMPT = "run it? [y]es / [n]o / [a]lways " + MARK + " "
 
 
 @dataclass
@@ -130,7 +131,7 @@ class ChatApp(Listener):
             )
             while not self._exit:
                 try:
-                    text = self.session.prompt("› ")
+                    text = self.session.prompt(PROMPT)
                 except KeyboardInterrupt:
                     if self._armed:
                         break
@@ -170,7 +171,9 @@ class ChatApp(Listener):
                 )
             )
         self.console.print(
-            Text("/help for commands · Ctrl-C stops a run · Ctrl-C twice or /exit quits", style="dim")
+            Text(
+                "/help for commands · Ctrl-C stops a run · Ctrl-C twice or /exit quits", style="dim"
+            )
         )
 
     def _submit(self, text: str) -> None:
@@ -187,7 +190,9 @@ class ChatApp(Listener):
         questions and turns Ctrl-C into a cancel."""
         assert self.setup is not None
         agent = self.setup.agent
-        worker = threading.Thread(target=self._work, args=(prompt,), name="haltwise-agent", daemon=True)
+        worker = threading.Thread(
+            target=self._work, args=(prompt,), name="haltwise-agent", daemon=True
+        )
         cancelled = False
         with _no_echo(self._input is None), self._live_widget():
             worker.start()
@@ -299,9 +304,7 @@ class ChatApp(Listener):
         assert question.ask is not None
         answer = parse_answer(word)
         if answer is None or answer.choice not in question.ask.choices:
-            self.console.print(
-                Text("Please answer c, e N (e.g. e 10), w or a.", style="red")
-            )
+            self.console.print(Text("Please answer c, e N (e.g. e 10), w or a.", style="red"))
             return None
         return answer
 
@@ -417,7 +420,6 @@ _USAGE_ROWS: list[tuple[str, Callable[[Usage], str]]] = [
 def main(args: argparse.Namespace) -> int:
     """``haltwise chat``: the exit code."""
     return ChatApp(args).main()
-
 
 
 @contextlib.contextmanager

@@ -141,9 +141,9 @@ def main(args: argparse.Namespace) -> int:
             outcome = run_to_end(setup.agent, task, stderr=stderr)
         except AgentError as error:
             stderr.write(f"haltwise run: {error}\n")
-            outcome = setup.agent.governor.outcome  # type: ignore[assignment]
-            if json_lines is not None and outcome is not None:
-                json_lines.outcome(outcome, EXIT_ERROR)
+            failed = setup.agent.governor.outcome
+            if json_lines is not None and failed is not None:
+                json_lines.outcome(failed, EXIT_ERROR)
             return EXIT_ERROR
         code = exit_code(outcome)
         if json_lines is not None:

@@ -498,9 +498,7 @@ class Agent:
         while True:
             self._report(run, TurnStarting())
             self._take_messages(run)
-            self._report(
-                run, ModelRequest(self.model, max_tokens=self.max_output_tokens)
-            )
+            self._report(run, ModelRequest(self.model, max_tokens=self.max_output_tokens))
             reply = self._model_call(self.messages, tools=True)
             self._report(
                 run,
@@ -759,7 +757,9 @@ class Agent:
             position += 1
         for call in messages[index].get("tool_calls") or ():
             if call["id"] not in answered:
-                messages.insert(position, {"role": "tool", "tool_call_id": call["id"], "content": content})
+                messages.insert(
+                    position, {"role": "tool", "tool_call_id": call["id"], "content": content}
+                )
                 position += 1
 
     def _checkpoint(self) -> None:

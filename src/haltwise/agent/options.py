@@ -13,9 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import ConfigurationError, InvalidValueError
 from .store import default_store_path
@@ -23,6 +21,8 @@ from .store import default_store_path
 if TYPE_CHECKING:
     from ..config import Settings
     from ..engine.limits import Limit
+    from .loop import Agent
+    from .store import RunRecord, Store
 
 __all__ = [
     "Endpoint",
@@ -86,14 +86,14 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="POLICY",
         help="abort | ask | synthesize | best_effort (chat default: ask; run default: abort)",
     )
-    limits.add_argument("--config", metavar="PATH", help="a haltwise.toml (default: ./haltwise.toml)")
+    limits.add_argument(
+        "--config", metavar="PATH", help="a haltwise.toml (default: ./haltwise.toml)"
+    )
     tools = parser.add_argument_group("tools")
     tools.add_argument(
         "--workspace", metavar="DIR", help="the folder the tools may use (default: .)"
     )
-    tools.add_argument(
-        "--yes", "-y", action="store_true", help="run shell commands without asking"
-    )
+    tools.add_argument("--yes", "-y", action="store_true", help="run shell commands without asking")
     tools.add_argument(
         "--command-timeout",
         metavar="SECONDS",
@@ -210,7 +210,7 @@ def choose_model(endpoint: Endpoint, client: Any) -> str:
     from .loop import AgentError
 
     try:
-        names = sorted(model.id for model in client.models.list())
+        names = sorted(str(model.id) for model in client.models.list())
     except Exception as error:
         raise AgentError(
             f"no model named, and the server at {endpoint.shown} did not list its models "
@@ -242,12 +242,12 @@ def workspace_path(args: argparse.Namespace, fallback: str | None = None) -> Pat
 class Setup:
     """An agent made from the options, with its store and endpoint."""
 
-    agent: Any
-    store: Any
+    agent: Agent
+    store: Store
     endpoint: Endpoint
     settings: Settings
     #: The stored run being taken up again, if ``--resume`` was given.
-    resumed: Any = None
+    resumed: RunRecord | None = None
 
 
 def build_agent(
@@ -285,11 +285,13 @@ def build_agent(
         except LedgerError as error:
             raise ConfigurationError(f"{error}; list runs with `haltwise chat` and /runs") from None
         fallback = argparse.Namespace(**vars(args))
-        fallback.base_url = args.base_url or (environ or os.environ).get("OPENAI_BASE_URL") or (
-            record.base_url or None
+        fallback.base_url = (
+            args.base_url
+            or (environ or os.environ).get("OPENAI_BASE_URL")
+            or (record.base_url or None)
         )
-        fallback.model = args.model or (environ or os.environ).get("HALTWISE_MODEL") or (
-            record.model or None
+        fallback.model = (
+            args.model or (environ or os.environ).get("HALTWISE_MODEL") or (record.model or None)
         )
         args = fallback
     endpoint = endpoint_from(args, environ)

@@ -22,7 +22,7 @@ from .tools import ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["TerminalView", "describe_outcome", "short"]
+__all__ = ["MARK", "TerminalView", "describe_outcome", "short"]
 
 _STATUS_STYLE = {
     Status.COMPLETED: "bold green",
@@ -32,6 +32,8 @@ _STATUS_STYLE = {
     Status.CANCELLED: "bold magenta",
 }
 
+#: The prompt's mark (a single right-pointing angle quotation mark).
+MARK = "\u203a"
 CHOICES_LINE = "[c]ontinue  ·  [e]xtend N  ·  [w]rap up  ·  [a]bort"
 
 
@@ -47,7 +49,9 @@ def _arguments(raw: str) -> str:
     except ValueError:
         return short(raw, 90)
     if isinstance(parsed, dict):
-        return short(", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items()), 90)
+        return short(
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items()), 90
+        )
     return short(raw, 90)
 
 
@@ -164,7 +168,9 @@ def _gist(output: ToolOutput) -> str:
     return text
 
 
-def describe_outcome(outcome: Outcome, resume_hint: Callable[[str], str] | None = None) -> list[Any]:
+def describe_outcome(
+    outcome: Outcome, resume_hint: Callable[[str], str] | None = None
+) -> list[Any]:
     """The outcome as a few lines: status and reason, the message, the usage, what next."""
     usage = outcome.usage
     head = Text("■ ", style=_STATUS_STYLE.get(outcome.status, "bold"))

@@ -225,7 +225,13 @@ class Store(Ledger):
         with self._transaction() as db:
             db.execute(
                 "UPDATE runs SET ended_at = ?, status = ?, reason = ?, outcome = ? WHERE id = ?",
-                (time.time(), str(outcome.status), outcome.reason, json.dumps(_outcome(outcome)), run_id),
+                (
+                    time.time(),
+                    str(outcome.status),
+                    outcome.reason,
+                    json.dumps(_outcome(outcome)),
+                    run_id,
+                ),
             )
 
     def latest_run(self) -> str | None:
@@ -251,9 +257,7 @@ class Store(Ledger):
             raise LedgerError(f"no run {run_id!r} in the store {str(self.path)!r}")
         conversation_id, prompt, status, reason, outcome, model, base_url, workspace = rows[0]
         run_id = run_id.removeprefix(_PREFIX)
-        saved = self._query(
-            "SELECT data, messages FROM checkpoints WHERE run_id = ?", (run_id,)
-        )
+        saved = self._query("SELECT data, messages FROM checkpoints WHERE run_id = ?", (run_id,))
         checkpoint = json.loads(saved[0][0]) if saved else None
         upto = saved[0][1] if saved and saved[0][1] is not None else None
         sql = "SELECT message FROM messages WHERE conversation_id = ?"

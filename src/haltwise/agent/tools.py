@@ -188,7 +188,9 @@ class Toolbox:
         """Run one tool call; every failure becomes a tool error for the model to read."""
         tool = self._tools.get(name)
         if tool is None:
-            return ToolOutput(f"no tool named {name!r}; the tools are {', '.join(self._tools)}", True)
+            return ToolOutput(
+                f"no tool named {name!r}; the tools are {', '.join(self._tools)}", True
+            )
         try:
             if isinstance(arguments, str):
                 parsed = json.loads(arguments) if arguments.strip() else {}
@@ -209,7 +211,9 @@ class Toolbox:
     # ----------------------------------------------------------------------------------------
     # The tools
 
-    def read_file(self, path: str, offset: int | None = None, limit: int | None = None) -> ToolOutput:
+    def read_file(
+        self, path: str, offset: int | None = None, limit: int | None = None
+    ) -> ToolOutput:
         target = self.workspace.resolve(path)
         if not target.is_file():
             raise ToolError(f"{path!r} is not a file in the workspace")
@@ -342,7 +346,9 @@ class Toolbox:
             _kill(process)
             output, _ = process.communicate()
             text = _truncate(output.decode("utf-8", "replace"))
-            return ToolOutput(f"{text}\n[the command timed out after {limit:g}s and was killed]", True)
+            return ToolOutput(
+                f"{text}\n[the command timed out after {limit:g}s and was killed]", True
+            )
         finally:
             with self._process_lock:
                 self._process = None
@@ -350,7 +356,9 @@ class Toolbox:
         if self._cancelled.is_set():
             return ToolOutput(f"{text}\n[the command was stopped: the run was cancelled]", True)
         code = process.returncode
-        return ToolOutput(f"{text}\n[exit code {code}]" if text else f"[exit code {code}]", code != 0, code)
+        return ToolOutput(
+            f"{text}\n[exit code {code}]" if text else f"[exit code {code}]", code != 0, code
+        )
 
     def cancel(self) -> None:
         """Kill the running shell command, if any (from any thread)."""

@@ -19,29 +19,29 @@ MODEL = "gpt-4.1"
 #: How long the recorded session goes on when nothing stops it.
 RECORDED_TURNS = 40
 
-CALC = '''\
+CALC = """\
 def add(a, b):
     return a - b  # TODO: check the sign
 
 
 def mul(a, b):
     return a * b
-'''
+"""
 
-TEST = '''\
+TEST = """\
 from calc import add, mul
 
 assert mul(2, 3) == 6
 assert add(2, 3) == 5, f"add(2, 3) returned {add(2, 3)}, expected 5"
 print("all tests passed")
-'''
+"""
 
 POINTER = """\
 Point it at a real model:
-  OPENAI_API_KEY=sk-... haltwise chat                                  # OpenAI, gpt-4o-mini
-  haltwise chat --base-url http://localhost:11434/v1 --model qwen2.5-coder   # Ollama
-  haltwise chat --base-url http://localhost:8000/v1 --model MODEL            # vLLM, llama.cpp, ...
-  haltwise run "make the tests pass" --yes --json                      # no UI, for scripts and CI"""
+  OPENAI_API_KEY=sk-... haltwise chat                         # OpenAI (gpt-4o-mini)
+  haltwise chat --base-url http://localhost:11434/v1 --model qwen2.5-coder      # Ollama
+  haltwise chat --base-url http://localhost:8000/v1 --model MODEL   # vLLM, llama.cpp...
+  haltwise run "make the tests pass" --yes --json             # no UI: scripts and CI"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-turns",
         default="25",
         metavar="N",
-        help="the turn limit (default 25, the agent's default; try 4 to see the turn limit stop it)",
+        help="the turn limit (default 25, as the agent's; with 4 the turn limit stops the run)",
     )
     parser.add_argument(
         "--no-stuck",
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from haltwise.agent.headless import run_to_end
     from haltwise.agent.loop import Agent
     from haltwise.agent.options import DEFAULT_WARN_AT, agent_limits
-    from haltwise.agent.render import TerminalView
+    from haltwise.agent.render import MARK, TerminalView
     from haltwise.agent.store import Store
     from haltwise.agent.tools import Toolbox
     from haltwise.config import Settings, parse_count
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             task = "Make the tests in test_calc.py pass."
-            console.print(Text(f"\nyou › {task}", style="bold"))
+            console.print(Text(f"\nyou {MARK} {task}", style="bold"))
             client = OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0)
             agent = Agent(
                 client,
@@ -159,16 +159,12 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     left = [entry for entry in script[served:] if isinstance(entry, Reply)]
     prices = Prices()
-    tokens = sum(e.usage.total_tokens for e in left if e.usage is not None)
-    dollars = sum(
-        (
-            prices.cost(MODEL, input_tokens=e.usage.prompt_tokens, output_tokens=e.usage.completion_tokens)
-            or Decimal(0)
-            for e in left
-            if e.usage is not None
-        ),
-        Decimal(0),
-    )
+    usages = [e.usage for e in left if e.usage is not None]
+    tokens = sum(u.total_tokens for u in usages)
+    dollars = Decimal(0)
+    for u in usages:
+        cost = prices.cost(MODEL, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
+        dollars += cost or Decimal(0)
     spent = outcome.usage.cost
     console.print()
     console.print(Text("What the stop saved", style="bold"))

@@ -14,9 +14,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="one JSON event per line on stdout, then the outcome"
     )
-    parser.add_argument(
-        "--quiet", "-q", action="store_true", help="no progress on stderr"
-    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     parser.add_argument(
         "--resume",
         metavar="RUN_ID",
