@@ -1,0 +1,45 @@
+"""Fixtures for the agent's tests: a temporary workspace and store, and no real user state.
+
+Every test talks to ``haltwise.testing.ScriptedServer`` through the real ``openai`` client; no
+test reads the environment's keys, endpoints or the user's data directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("prompt_toolkit")
+pytest.importorskip("rich")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No endpoint, key, limit or store from the environment; the data dir is a temp one."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("HALTWISE_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # restored after the demo's change
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "a.txt").write_text("alpha\nbeta\ngamma\n")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "b.py").write_text("def f():\n    return 1  # beta\n")
+    return folder
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "haltwise.db"
