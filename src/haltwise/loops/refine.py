@@ -356,9 +356,9 @@ class Refine(BoundedLoop):
         converged = self.converge.check(run.history)
         if converged is None:
             return None
-        value = self._best_effort(run)
+        value = _best(run)
         where = f"after {run.number} of {self.max_iterations} iterations"
-        if value is None:
+        if value is _MISSING:
             return _Finish(
                 Status.ABANDONED,
                 converged.reason,
@@ -376,9 +376,9 @@ class Refine(BoundedLoop):
         )
 
     def _exhausted(self, run: _Run) -> _Finish:
-        value = self._best_effort(run)
+        value = _best(run)
         done = f"{run.number} of {self.max_iterations} iterations"
-        if value is None:
+        if value is _MISSING:
             last = run.history[-1].error if run.history else None
             return _Finish(
                 Status.ABANDONED,
@@ -397,9 +397,7 @@ class Refine(BoundedLoop):
         )
 
     def _best_effort(self, run: _Run) -> Any:
-        best = run.kept("best", _MISSING)
-        if best is _MISSING:
-            best = run.kept("candidate", _MISSING)
+        best = _best(run)
         return None if best is _MISSING else best
 
     def _halt_note(self, run: _Run) -> str:
@@ -407,6 +405,12 @@ class Refine(BoundedLoop):
             f"The refine loop stopped after {run.number} of {self.max_iterations} iterations; "
             "its best effort is kept."
         )
+
+
+def _best(run: _Run) -> Any:
+    """The best judged candidate, else the latest one, else ``_MISSING`` (None is a value)."""
+    best = run.kept("best", _MISSING)
+    return run.kept("candidate", _MISSING) if best is _MISSING else best
 
 
 def _judged(what: str, error: BaseException | None, value: Any) -> Any:
