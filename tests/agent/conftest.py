@@ -6,7 +6,6 @@ test reads the environment's keys, endpoints or the user's data directory.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ pytest.importorskip("rich")
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No endpoint, key, limit or store from the environment; the data dir is a temp one."""
     import os
 
@@ -27,7 +26,6 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # restored after the demo's change
     monkeypatch.chdir(tmp_path)
-    yield
 
 
 @pytest.fixture

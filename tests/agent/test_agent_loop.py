@@ -1,0 +1,465 @@
+"""The agent loop end to end: the real ``openai`` client, streaming, against ScriptedServer.
+
+Each limit, each dialog choice, synthesis, cancel, injected messages and resume.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+import haltwise
+from haltwise import Answer, Ask, Choice, Status
+from haltwise.agent.loop import Agent, AgentError, AgentStatus, Listener
+from haltwise.agent.store import Store
+from haltwise.agent.tools import Toolbox, ToolOutput
+from haltwise.engine.detectors import stuck
+from haltwise.engine.limits import Limit
+from haltwise.testing import (
+    FakeClock,
+    ScriptedResponse,
+    ScriptedServer,
+    ScriptEntry,
+    error,
+    reply,
+    tool_call,
+)
+
+MODEL = "scripted-model"
+PRICES = haltwise.Prices({MODEL: {"input": "1.00", "output": "4.00"}})
+
+
+def read(path: str = "a.txt") -> ScriptEntry:
+    return reply(f"Reading {path}.", tool_calls=[tool_call("read_file", {"path": path})])
+
+
+def reads(n: int) -> list[ScriptEntry]:
+    """n turns that each read a different file (so stuck detection stays quiet)."""
+    return [read("a.txt" if i % 2 == 0 else "sub/b.py") for i in range(n)]
+
+
+class Recorder(Listener):
+    """Keeps what the agent reported."""
+
+    def __init__(self) -> None:
+        self.statuses: list[AgentStatus] = []
+        self.turn_counts: list[int] = []
+        self.notes: list[str] = []
+        self.asks: list[Ask] = []
+        self.outputs: list[ToolOutput] = []
+        self.streamed = ""
+        self.on_tool: Callable[[], object] | None = None
+        self._turn = False
+
+    def event(self, event: haltwise.Event, decision: haltwise.Decision) -> None:
+        self._turn = isinstance(event, haltwise.TurnStarting) and not isinstance(
+            decision, haltwise.Stop
+        )
+
+    def status(self, status: AgentStatus) -> None:
+        self.statuses.append(status)
+        if self._turn:
+            self.turn_counts.append(status.turns)
+            self._turn = False
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def asking(self, ask: Ask) -> None:
+        self.asks.append(ask)
+
+    def text(self, delta: str) -> None:
+        self.streamed += delta
+
+    def tool_finished(self, name: str, output: ToolOutput, call_id: str) -> None:
+        self.outputs.append(output)
+        if self.on_tool is not None:
+            self.on_tool()
+
+
+@contextmanager
+def agent_for(
+    script: Sequence[ScriptEntry],
+    workspace: Path,
+    limits: Limit | None,
+    *,
+    store: Store | None = None,
+    prompter: Callable[[Ask], Answer | None] | None = None,
+    approver: Callable[[str], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    repeat_last: bool = False,
+) -> Iterator[tuple[Agent, ScriptedServer, Recorder]]:
+    recorder = Recorder()
+    with ScriptedServer(script, model=MODEL, repeat_last=repeat_last) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent(
+            client,
+            MODEL,
+            Toolbox(workspace, approver=approver),
+            limits=limits,
+            pricer=PRICES,
+            clock=clock,
+            store=store,
+            listener=recorder,
+            prompter=prompter,
+            base_url=server.base_url,
+        )
+        yield agent, server, recorder
+        client.close()
+
+
+def test_a_run_completes_with_its_answer(workspace: Path) -> None:
+    script = [*reads(2), reply("a.txt holds three Greek letters.", usage=(300, 9))]
+    with agent_for(script, workspace, haltwise.max_turns(25)) as (agent, server, seen):
+        outcome = agent.send("What is in a.txt?")
+    assert outcome.status is Status.COMPLETED
+    assert outcome.partial_output == "a.txt holds three Greek letters."
+    assert outcome.usage.turns == 3 and outcome.usage.tool_calls == 2
+    assert seen.streamed.endswith("three Greek letters.")
+    assert seen.turn_counts == [1, 2, 3]
+    assert agent.status().widget().startswith("Turns: 3/25 │ ")
+    first = server.requests[0]
+    assert first["stream"] is True and first["stream_options"] == {"include_usage": True}
+    assert {tool["function"]["name"] for tool in first["tools"]} == {
+        "read_file",
+        "list_dir",
+        "search",
+        "write_file",
+        "edit_file",
+        "run_command",
+    }
+    tool_message = server.requests[1]["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == "alpha\nbeta\ngamma\n"
+
+
+def test_with_no_ui_the_turn_limit_stops_silently(workspace: Path) -> None:
+    with agent_for(reads(10), workspace, haltwise.max_turns(2)) as (agent, server, _):
+        outcome = agent.send("Read forever.")
+    assert outcome.status is Status.ABANDONED and outcome.reason == "turn_limit"
+    assert "2 of 2 turns" in outcome.message
+    assert len(server.requests) == 2  # max_turns=N lets exactly N turns run
+
+
+def test_soft_warnings_go_into_the_conversation(workspace: Path) -> None:
+    limits = haltwise.max_turns(4, warn_at=0.5)
+    with agent_for([*reads(3), reply("done")], workspace, limits) as (agent, server, seen):
+        agent.send("Read.")
+    assert seen.notes == ["Turn 2 of 4: 2 turns left; wrap up soon."]
+    second = server.requests[1]["messages"]
+    assert second[-1] == {
+        "role": "user",
+        "content": "[haltwise] Turn 2 of 4: 2 turns left; wrap up soon.",
+    }
+
+
+def test_a_block_becomes_the_tool_error(workspace: Path) -> None:
+    limits = haltwise.max_turns(25) | haltwise.max_tool_calls(1, tool="read_file")
+    script = [read(), read("sub/b.py"), reply("ok")]
+    with agent_for(script, workspace, limits) as (agent, server, seen):
+        outcome = agent.send("Read two files.")
+    assert outcome.status is Status.COMPLETED
+    refused = server.requests[2]["messages"][-1]
+    assert refused["role"] == "tool"
+    assert refused["content"].startswith("error: Budget for read_file spent: 1 of 1")
+    assert seen.outputs[-1].is_error
+
+
+def asks_then(*answers: Answer | None) -> Callable[[Ask], Answer | None]:
+    queue = list(answers)
+
+    def prompter(ask: Ask) -> Answer | None:
+        return queue.pop(0)
+
+    return prompter
+
+
+def test_continue_at_the_limit_resets_the_count(workspace: Path) -> None:
+    limits = haltwise.max_turns(2, on_limit="ask")
+    prompter = asks_then(Answer(Choice.CONTINUE), Answer(Choice.CONTINUE))
+    script = [*reads(4), reply("done")]
+    with agent_for(script, workspace, limits, prompter=prompter) as (agent, _, seen):
+        outcome = agent.send("Read a lot.")
+    assert outcome.status is Status.COMPLETED
+    assert [ask.question for ask in seen.asks] == ["You've used 2 turns. Continue?"] * 2
+    assert seen.turn_counts == [1, 2, 1, 2, 1]
+    assert outcome.usage.turns == 5
+    assert {status.state for status in seen.statuses} >= {"running", "asking", "idle"}
+
+
+def test_extend_raises_the_cap(workspace: Path) -> None:
+    limits = haltwise.max_turns(2, on_limit="ask")
+    prompter = asks_then(Answer(Choice.EXTEND, 3))
+    with agent_for([*reads(4), reply("done")], workspace, limits, prompter=prompter) as (
+        agent,
+        _,
+        seen,
+    ):
+        outcome = agent.send("Read a lot.")
+    assert outcome.status is Status.COMPLETED
+    assert seen.turn_counts == [1, 2, 3, 4, 5]
+    assert agent.status().max_turns == 5
+
+
+def test_wrap_up_writes_the_answer_without_tools(workspace: Path) -> None:
+    limits = haltwise.max_turns(2, on_limit="ask")
+    script = [*reads(2), reply("From what I read: alpha, beta, gamma.", usage=(900, 12)), read()]
+    prompter = asks_then(Answer(Choice.WRAP_UP))
+    with agent_for(script, workspace, limits, prompter=prompter) as (agent, server, _):
+        outcome = agent.send("Summarize.")
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.reason == "turn_limit"
+    assert outcome.partial_output == "From what I read: alpha, beta, gamma."
+    synthesis = server.requests[-1]
+    assert len(server.requests) == 3
+    assert "tools" not in synthesis
+    assert synthesis["messages"][-1]["content"].startswith("[haltwise] The run has stopped")
+    assert agent.messages[-1] == {
+        "role": "assistant",
+        "content": "From what I read: alpha, beta, gamma.",
+    }
+
+
+def test_abort_at_the_limit_declines(workspace: Path) -> None:
+    limits = haltwise.max_turns(1, on_limit="ask")
+    with agent_for(reads(3), workspace, limits, prompter=asks_then(Answer(Choice.ABORT))) as (
+        agent,
+        server,
+        _,
+    ):
+        outcome = agent.send("Read.")
+    assert outcome.status is Status.ABANDONED and outcome.reason == "declined"
+    assert len(server.requests) == 1
+
+
+def test_synthesize_policy_salvages_an_answer_headless(workspace: Path) -> None:
+    limits = haltwise.max_turns(25) | haltwise.max_tool_calls(2, on_limit="synthesize")
+    two_calls = reply(tool_calls=[tool_call("read_file", {"path": "a.txt"}), tool_call("list_dir")])
+    script = [two_calls, read("sub/b.py"), reply("Best answer: f returns 1.")]
+    with agent_for(script, workspace, limits) as (agent, server, _):
+        outcome = agent.send("What does f return?")
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.reason == "tool_call_limit"
+    assert outcome.partial_output == "Best answer: f returns 1."
+    messages = server.requests[-1]["messages"]
+    assert "tools" not in server.requests[-1]
+    # The refused call still has a result, so the conversation is valid for the endpoint.
+    unrun = [m for m in messages if m["role"] == "tool" and m["content"].startswith("not run")]
+    assert len(unrun) == 1
+
+
+def test_token_and_cost_limits_stop_after_usage(workspace: Path) -> None:
+    script = [
+        reply(tool_calls=[tool_call("list_dir")], usage=(800, 10)),
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})], usage=(900, 10)),
+        reply("done"),
+    ]
+    with agent_for(script, workspace, haltwise.max_tokens(1500)) as (agent, _, _seen):
+        outcome = agent.send("Go.")
+    assert outcome.reason == "token_limit" and outcome.usage.total_tokens == 1720
+    with agent_for(script, workspace, haltwise.max_cost("0.001")) as (agent, _, _seen):
+        outcome = agent.send("Go.")
+    assert outcome.reason == "cost_limit"
+    assert outcome.usage.cost is not None and outcome.usage.cost > 0
+
+
+def test_the_time_limit_uses_the_injected_clock(workspace: Path) -> None:
+    clock = FakeClock()
+    with agent_for(reads(5), workspace, haltwise.timeout(10), clock=clock) as (agent, _, seen):
+        seen.on_tool = lambda: clock.advance(6)
+        outcome = agent.send("Go.")
+    assert outcome.status is Status.TIMED_OUT and outcome.reason == "time_limit"
+    assert outcome.usage.turns == 2
+
+
+def test_stuck_detection_nudges_then_stops(workspace: Path) -> None:
+    same = reply(
+        tool_calls=[tool_call("edit_file", {"path": "a.txt", "old_text": "x", "new_text": "y"})]
+    )
+    with agent_for([same], workspace, haltwise.max_turns(25) | stuck(), repeat_last=True) as (
+        agent,
+        _,
+        seen,
+    ):
+        outcome = agent.send("Fix it.")
+    assert outcome.reason.startswith("stuck.")
+    assert any("stuck" in note for note in seen.notes)
+    assert outcome.usage.turns < 10
+
+
+def run_in_thread(agent: Agent, prompt: str) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(outcome=agent.send(prompt)))
+    thread.start()
+    return thread, box
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def test_cancel_while_the_model_has_not_answered(workspace: Path, store_path: Path) -> None:
+    with (
+        Store(store_path) as store,
+        agent_for(
+            [read(), reply("late", delay=20), reply("fine")],
+            workspace,
+            haltwise.max_turns(25),
+            store=store,
+        ) as (agent, server, _),
+    ):
+        thread, box = run_in_thread(agent, "Go.")
+        wait_until(lambda: len(server.requests) == 2)
+        started = time.monotonic()
+        assert agent.cancel("interrupted (Ctrl-C)")
+        thread.join(5)
+        assert time.monotonic() - started < 2
+        outcome = box["outcome"]
+        assert outcome.status is Status.CANCELLED and outcome.reason == "cancelled"
+        assert outcome.message == "The run was cancelled: interrupted (Ctrl-C)."
+        assert not agent.cancel()  # nothing runs now
+        record = store.load_run(outcome.run_id)
+        assert record.status == "cancelled"
+        assert record.checkpoint is not None and record.checkpoint["run"]["turns"] == 2
+        # The next prompt is a new run, not cancelled by the last one.
+        again = agent.send("Again?")
+        assert again.status is Status.COMPLETED and again.partial_output == "fine"
+
+
+def test_cancel_during_the_dialog_keeps_the_counts(workspace: Path) -> None:
+    opened = threading.Event()
+    release = threading.Event()
+
+    def prompter(ask: Ask) -> Answer | None:
+        opened.set()
+        release.wait(5)
+        return Answer(Choice.CONTINUE)
+
+    limits = haltwise.max_turns(2, on_limit="ask")
+    with agent_for(reads(5), workspace, limits, prompter=prompter) as (agent, _, _seen):
+        thread, box = run_in_thread(agent, "Go.")
+        assert opened.wait(5)
+        agent.cancel()
+        release.set()
+        thread.join(5)
+    outcome = box["outcome"]
+    assert outcome.status is Status.CANCELLED
+    assert outcome.usage.turns == 2
+    assert agent.status().turns == 2  # the answer did not start a new round
+
+
+def test_cancel_kills_a_running_command(workspace: Path) -> None:
+    script = [reply(tool_calls=[tool_call("run_command", {"command": "sleep 30"})])]
+    with agent_for(script, workspace, haltwise.max_turns(5), approver=lambda c: True) as (
+        agent,
+        _,
+        _seen,
+    ):
+        thread, box = run_in_thread(agent, "Sleep.")
+        time.sleep(0.3)
+        started = time.monotonic()
+        agent.cancel()
+        thread.join(5)
+        assert time.monotonic() - started < 3
+    assert box["outcome"].status is Status.CANCELLED
+
+
+def test_a_message_typed_mid_run_joins_without_a_reset(workspace: Path) -> None:
+    with agent_for([*reads(3), reply("done")], workspace, haltwise.max_turns(3)) as (
+        agent,
+        server,
+        seen,
+    ):
+        seen.on_tool = lambda: agent.inject("Also look at sub/b.py.")
+        outcome = agent.send("Read.")
+    assert outcome.reason == "turn_limit"  # injected messages never reset the count
+    assert {"role": "user", "content": "Also look at sub/b.py."} in server.requests[1]["messages"]
+    assert not agent.inject("too late")
+
+
+def test_resume_continues_with_the_counts_it_had(workspace: Path, store_path: Path) -> None:
+    limits = haltwise.max_turns(2, on_limit="ask")
+    with (
+        Store(store_path) as store,
+        agent_for(reads(5), workspace, limits, store=store) as (
+            agent,
+            _,
+            _seen,
+        ),
+    ):
+        first = agent.send("Read everything.")  # no prompter: stops at the limit
+    assert first.reason == "turn_limit"
+    with Store(store_path) as store:
+        record = store.load_run(first.run_id)
+        assert [m["role"] for m in record.messages] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]
+        prompter = asks_then(Answer(Choice.CONTINUE))
+        with agent_for(
+            [reply("Resumed and done.")], workspace, limits, store=store, prompter=prompter
+        ) as (
+            again,
+            server,
+            seen,
+        ):
+            again.resume(record)
+            assert again.status().turns == 2
+            outcome = again.send("Go on.")
+        assert [ask.question for ask in seen.asks] == ["You've used 2 turns. Continue?"]
+        assert outcome.status is Status.COMPLETED and outcome.run_id == first.run_id
+        assert outcome.usage.turns == 3
+        sent = server.requests[0]["messages"]
+        assert sent[:6] == record.messages and sent[-1] == {"role": "user", "content": "Go on."}
+        assert store.load_run(first.run_id).status == "completed"
+        # The original conversation is kept; the resumed one is a fork.
+        assert store.load_run(first.run_id).conversation_id != record.conversation_id
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (error(401, "bad key"), "refused the API key"),
+        (error(404, "no such model", code="model_not_found"), "does not know model"),
+        (error(500, "boom"), "answered HTTP 500: boom"),
+    ],
+)
+def test_endpoint_failures_are_clear(workspace: Path, entry: ScriptEntry, expected: str) -> None:
+    with (
+        agent_for([entry], workspace, haltwise.max_turns(5)) as (agent, _, _seen),
+        pytest.raises(AgentError, match=expected),
+    ):
+        agent.send("Hi.")
+    assert agent.governor.outcome is not None and agent.governor.outcome.reason == "error"
+
+
+def test_an_unreachable_endpoint_is_clear(workspace: Path) -> None:
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", max_retries=0)
+    agent = Agent(client, MODEL, Toolbox(workspace), limits=haltwise.max_turns(5))
+    with pytest.raises(AgentError, match="cannot reach the model endpoint"):
+        agent.send("Hi.")
+
+
+def test_endpoints_without_stream_options_still_work(workspace: Path) -> None:
+    def picky(body: dict[str, Any]) -> str | ScriptedResponse:
+        if "stream_options" in body:
+            return error(400, "Unrecognized request argument supplied: stream_options")
+        return reply("fine")
+
+    with agent_for([picky, picky], workspace, haltwise.max_turns(5)) as (agent, server, _):
+        outcome = agent.send("Hi.")
+    assert outcome.partial_output == "fine"
+    assert "stream_options" not in server.requests[-1]
