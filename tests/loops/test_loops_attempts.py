@@ -24,6 +24,7 @@ def test_the_first_accepted_attempt_wins() -> None:
     assert result.iterations == 2
     assert result.outcome.checkpoint is None
     assert result.outcome.message == "Attempt 2 of 3 was accepted."
+    assert result.outcome.limit is None
 
 
 def test_without_a_judge_whatever_returns_is_accepted() -> None:
@@ -79,6 +80,7 @@ def test_exhausted_attempts_list_everything_that_was_tried() -> None:
         "attempt 3: draft 3 -> no acceptance tests",
     )
     assert "Tried:" in result.outcome.message
+    assert result.outcome.limit == "attempts(3, accept=<lambda>)"
     assert result.outcome.partial_output == "draft 3"
     assert result.outcome.suggestions[0].startswith("Address what the last attempt lacked")
     assert result.outcome.suggestions[-1] == f"Resume from checkpoint {result.outcome.checkpoint}"

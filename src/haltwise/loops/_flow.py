@@ -334,7 +334,8 @@ class _Run:
             partial_output=finish.partial if finish.value is None else _partial(finish.value),
             suggestions=suggestions,
             checkpoint=checkpoint,
-            limit=repr(self.loop),
+            # As the engine's: the bound or detector that ended the loop, None when it was done.
+            limit=None if finish.reason == "completed" else repr(self.loop),
         )
         return LoopResult(outcome, finish.value, tuple(self.history))
 
