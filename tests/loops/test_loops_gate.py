@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from haltwise import Governor, InvalidValueError, ModelRequest, RunStarted, Status
+from haltwise import Governor, InvalidValueError, MemoryLedger, ModelRequest, RunStarted, Status
 from haltwise.loops import Quote, Step, attempts, cost_gate, max_plan_size, session_limits
 from haltwise.testing import FakeClock
 
@@ -270,3 +270,18 @@ def test_session_limits_stop_the_agents_inside_a_loop() -> None:
     assert result.reason == "model_call_limit"
     assert result.iterations == 3  # the third attempt's model call was refused
     assert result.outcome.usage.model_calls == 2
+
+
+def test_a_rejected_gate_resumes_with_a_bigger_budget() -> None:
+    ledger = MemoryLedger()
+    first = cost_gate("1", "10", ledger=ledger).run("full", estimate)
+    assert first.reason == "cost_rejected"
+    assert first.outcome.checkpoint is not None
+
+    result = cost_gate("1", "20", ledger=ledger).resume(
+        first.outcome.checkpoint, "full", estimate, decide=lambda quotes: True
+    )
+
+    assert result.value == "full"
+    assert result.tried[0] == "quote 1: original: full (estimate 12.00)"
+    assert len(result.tried) == 3

@@ -136,6 +136,38 @@ class CostGate(BoundedLoop):
         )
         return await adrive(flow)
 
+    def resume(
+        self,
+        checkpoint: str,
+        work: T,
+        estimate: Callable[[T], Any],
+        *,
+        alternatives: Sequence[Callable[[T], T]] = (),
+        decide: Callable[[tuple[Quote[T], ...]], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]:
+        """Gate the work again (with new thresholds, say), keeping the earlier quotes and
+        decisions in the history and, for a fresh governor, the session's counts."""
+        callbacks = (work, estimate, tuple(alternatives), decide)
+        return drive(self._start(callbacks, governor, clock, prompter, checkpoint))
+
+    async def aresume(
+        self,
+        checkpoint: str,
+        work: T,
+        estimate: Callable[[T], Any],
+        *,
+        alternatives: Sequence[Callable[[T], Any]] = (),
+        decide: Callable[[tuple[Quote[T], ...]], Any] | None = None,
+        governor: Governor | None = None,
+        clock: Callable[[], float] | None = None,
+        prompter: Prompter | None = None,
+    ) -> LoopResult[T]:
+        callbacks = (work, estimate, tuple(alternatives), decide)
+        return await adrive(self._start(callbacks, governor, clock, prompter, checkpoint))
+
     def _logic(self, run: _Run, callbacks: tuple[Any, ...]) -> Logic:
         work, estimate, alternatives, decide = callbacks
         yield from run.turn()
