@@ -98,7 +98,7 @@ class ChatApp(Listener):
         self._input = input
         self._output = output
         self.console = console or Console(highlight=False, soft_wrap=True)
-        self._questions: queue.Queue[_Question] = queue.Queue()
+        self._questions: queue.Queue[_Question | None] = queue.Queue()
         self._always_approve = False
         self._armed = False
         self._exit = False
@@ -196,12 +196,16 @@ class ChatApp(Listener):
         cancelled = False
         with _no_echo(self._input is None), self._live_widget():
             worker.start()
-            while worker.is_alive():
+            # The worker puts None here when the run is over. (Not Thread.join: a Ctrl-C that
+            # interrupts join() can leave the thread looking finished while it still runs.)
+            while True:
                 try:
                     try:
-                        question = self._questions.get(timeout=0.05)
+                        question = self._questions.get(timeout=0.5)
                     except queue.Empty:
                         continue
+                    if question is None:
+                        break
                     self._put(question)
                 except KeyboardInterrupt:
                     if cancelled:
@@ -213,7 +217,6 @@ class ChatApp(Listener):
                     self.console.print(
                         Text("cancelling… (Ctrl-C again at the prompt exits)", style="magenta")
                     )
-            worker.join(0 if self._exit else None)
 
     def _work(self, prompt: str) -> None:
         assert self.setup is not None
@@ -225,6 +228,8 @@ class ChatApp(Listener):
             self.console.print(
                 Text(f"✗ the agent failed: {type(error).__name__}: {error}", style="bold red")
             )
+        finally:
+            self._questions.put(None)
 
     @contextlib.contextmanager
     def _live_widget(self) -> Iterator[None]:

@@ -89,19 +89,24 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Outc
     """``agent.send(task)`` on a worker thread, so that Ctrl-C here cancels the run cleanly
     (outcome ``cancelled``); a second Ctrl-C gives up waiting."""
     result: dict[str, Any] = {}
+    done = threading.Event()
 
     def work() -> None:
         try:
             result["outcome"] = agent.send(task)
         except BaseException as error:  # handed back to the caller's thread
             result["error"] = error
+        finally:
+            done.set()
 
     worker = threading.Thread(target=work, name="haltwise-agent", daemon=True)
     worker.start()
     interrupted = False
-    while worker.is_alive():
+    # An Event, not Thread.join: a Ctrl-C that interrupts join() can leave the thread looking
+    # finished while it still runs.
+    while not done.is_set():
         try:
-            worker.join(0.25)
+            done.wait(0.25)
         except KeyboardInterrupt:
             if interrupted:
                 raise
@@ -139,6 +144,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         try:
             outcome = run_to_end(setup.agent, task, stderr=stderr)
+        except KeyboardInterrupt:
+            stderr.write("haltwise run: interrupted before the run could stop cleanly\n")
+            return EXIT_CANCELLED
         except AgentError as error:
             stderr.write(f"haltwise run: {error}\n")
             failed = setup.agent.governor.outcome
