@@ -39,9 +39,11 @@ class Recent:
     """The last ``size`` results, by reference: what counts as *already seen*.
 
     A result carries new information when at least one of its lines is new text (not merely
-    new digits), when at least two lines changed, or when at least half of them did. An empty,
-    successful result of an action not seen in the window counts too: commands that change
-    state (``sed -i``, ``mkdir``, ``cd``) print nothing. Judging costs O(lines x size) set
+    new digits: a file viewer's line count, a counter; not merely the call's own arguments
+    repeated back: "No matches found for 'x'"), or when at least half of its lines changed. A
+    new action that succeeded quietly (no output, or a line or three) counts too: commands that
+    change state (``sed -i``, ``mkdir``, ``cd``, an edit tool) say little; an ``echo`` of its
+    own arguments does not. Judging costs O(lines x size) set
     lookups, with at most 64 lines per result; memory is ``size`` references, shared with
     every other detector that looks at the same results.
     """
@@ -58,17 +60,24 @@ class Recent:
         if not items:
             return True
         lines = result.lines
-        if not lines:
-            return result.error is None and key not in self._keys
-        results = [info for _, info in items]
-        changed = novel = 0
-        for exact, masked in lines:
-            if not any(exact in info.exact for info in results):
-                changed += 1
-                if not any(masked in info.masked for info in results):
-                    novel += 1
-                    break
-        return novel > 0 or changed >= 2 or 2 * changed >= len(lines)
+        if lines:
+            results = [info for _, info in items]
+            changed = 0
+            for exact, masked in lines:
+                if not any(exact in info.exact for info in results):
+                    if not any(masked in info.masked for info in results):
+                        return True  # a line of new text
+                    changed += 1
+            if 2 * changed >= len(lines):
+                return True
+        # Nothing new to read. A new action that succeeded quietly ("File updated", or no output
+        # at all) may have changed state; an echo of its own arguments did not.
+        return (
+            result.error is None
+            and not result.echo_only
+            and len(lines) <= 3
+            and key not in self._keys
+        )
 
     def push(self, key: int, result: ResultInfo) -> None:
         self._items.append((key, result))
@@ -290,7 +299,7 @@ class ToolDetector(Detector):
             action = self._take_pending(state, event)
             if action is None:
                 return None
-            result = analyze_result(event)
+            result = analyze_result(event, action)
             new = state.recent.is_new(action.key, result)
             state.recent.push(action.key, result)
             if new and state.level != CLEAR:

@@ -107,6 +107,10 @@ _EXCEPTION = re.compile(
     r"^(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)",
     re.MULTILINE,
 )
+_NOT_FOUND = re.compile(
+    r"\bno (?:matches|match|results?|files?) (?:found|for)\b|\bnot found\b|\bnothing found\b",
+    re.IGNORECASE,
+)
 _ERROR_PHRASES: Final = (
     ("command not found", "command not found"),
     ("no such file or directory", "no such file or directory"),
@@ -162,6 +166,11 @@ def error_class(
             if needle in lowered:
                 found = name
                 break
+    if found is None and len(head) <= 400 and head.count("\n") <= 3:
+        # A short answer that nothing was found: a search that failed, not news.
+        match = _NOT_FOUND.search(head)
+        if match:
+            found = "not found"
     if found is None and not failed:
         return None
     parts = [found or "error"]
@@ -260,20 +269,22 @@ def result_fingerprint(
 class ActionInfo:
     """One tool call as detectors see it."""
 
-    __slots__ = ("key", "name", "preview")
+    __slots__ = ("echoes", "key", "name", "preview")
 
-    def __init__(self, key: int, name: str, preview: str) -> None:
+    def __init__(self, key: int, name: str, preview: str, echoes: tuple[str, ...] = ()) -> None:
         #: A hash of the canonical action (name and canonical arguments).
         self.key = key
         self.name = name
         #: The action, shortened, for messages.
         self.preview = preview
+        #: The argument strings a result may merely repeat back ("No matches for 'x'").
+        self.echoes = echoes
 
 
 class ResultInfo:
     """One tool result as detectors see it. Shared by every detector that keeps it."""
 
-    __slots__ = ("error", "exact", "fingerprint", "lines", "masked", "preview")
+    __slots__ = ("echo_only", "error", "exact", "fingerprint", "lines", "masked", "preview")
 
     def __init__(
         self,
@@ -281,6 +292,7 @@ class ResultInfo:
         lines: tuple[tuple[int, int], ...],
         error: str | None,
         preview: str,
+        echo_only: bool = False,
     ) -> None:
         #: A hash of the normalized text, exit code and error class.
         self.fingerprint = fingerprint
@@ -293,6 +305,8 @@ class ResultInfo:
         self.error = error
         #: The result, shortened, for messages.
         self.preview = preview
+        #: Whether the result only repeated the call's own arguments back (``echo hi``).
+        self.echo_only = echo_only
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -335,14 +349,44 @@ def _line_hashes(normalized: str) -> tuple[tuple[int, int], ...]:
     return tuple((hash(line), hash(_DIGITS.sub("#", line))) for line in chosen)
 
 
+_QUOTED = re.compile(r'"([^"\n]{3,200})"|\'([^\'\n]{3,200})\'')
+_ECHO_COMMANDS = ("echo ", "printf ")
+_ARG = "\x00arg\x00"
+_ONLY_ARGS = re.compile(r"^[\s\W]*(?:\x00arg\x00[\s\W]*)+$")
+
+
+def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
+    """Strings of the arguments that a result may repeat back: quoted strings, short values,
+    and what an ``echo`` prints."""
+    found: dict[str, None] = {}
+    values = [arguments] if isinstance(arguments, str) else list(arguments.values())
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        text = value.strip()
+        if 3 <= len(text) <= 200 and not isinstance(arguments, str):
+            found[text] = None
+        for double, single in _QUOTED.findall(text[:4096]):
+            found[(double or single).strip()] = None
+        if text.startswith(_ECHO_COMMANDS) and "\n" not in text:
+            printed = text.split(" ", 1)[1].strip().strip("\"'")
+            if len(printed) >= 3:
+                found[printed] = None
+    return tuple(sorted((echo for echo in found if len(echo) >= 3), key=len, reverse=True))
+
+
 def _analyze_call(
     name: str, arguments: Mapping[str, Any] | str, ignored: frozenset[str]
 ) -> ActionInfo:
     canonical = canonical_arguments(arguments, ignored)
-    return ActionInfo(hash((name, canonical)), name, _action_preview(name, arguments))
+    return ActionInfo(
+        hash((name, canonical)), name, _action_preview(name, arguments), _echoes(arguments)
+    )
 
 
-def _analyze_result(content: str, is_error: bool, exit_code: int | None) -> ResultInfo:
+def _analyze_result(
+    content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...] = ()
+) -> ResultInfo:
     normalized, truncated = _normalized_parts(content)
     error = error_class(content, is_error=is_error, exit_code=exit_code)
     digest = hashlib.blake2b(digest_size=8)
@@ -350,18 +394,25 @@ def _analyze_result(content: str, is_error: bool, exit_code: int | None) -> Resu
     digest.update(f"\x00{exit_code}\x00{error}".encode())
     if truncated:
         digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
+    echo_only = False
+    judged = normalized
+    if echoes and normalized:
+        for echo in echoes:
+            judged = judged.replace(echo, _ARG)
+        echo_only = _ONLY_ARGS.match(judged) is not None
     return ResultInfo(
         int.from_bytes(digest.digest(), "big"),
-        _line_hashes(normalized),
+        _line_hashes(judged),
         error,
         _shorten(normalized),
+        echo_only,
     )
 
 
 # One-entry memos keyed by the event's identity: every detector of a governor sees the same
 # event object in turn. A tuple is swapped in whole, so concurrent governors cannot tear it.
 _last_call: tuple[object, frozenset[str], ActionInfo] | None = None
-_last_result: tuple[object, ResultInfo] | None = None
+_last_result: tuple[object, object, ResultInfo] | None = None
 
 
 def analyze_call(event: Any, ignored: frozenset[str] = DEFAULT_IGNORED_FIELDS) -> ActionInfo:
@@ -375,12 +426,14 @@ def analyze_call(event: Any, ignored: frozenset[str] = DEFAULT_IGNORED_FIELDS) -
     return info
 
 
-def analyze_result(event: Any) -> ResultInfo:
-    """The ``ResultInfo`` of a ``ToolResult`` event."""
+def analyze_result(event: Any, action: ActionInfo | None = None) -> ResultInfo:
+    """The ``ResultInfo`` of a ``ToolResult`` event, judged against the call that made it (what
+    the result merely repeats of the call's arguments is not news)."""
     global _last_result
     memo = _last_result
-    if memo is not None and memo[0] is event:
-        return memo[1]
-    info = _analyze_result(event.content or "", event.is_error, event.exit_code)
-    _last_result = (event, info)
+    if memo is not None and memo[0] is event and memo[1] is action:
+        return memo[2]
+    echoes = action.echoes if action is not None else ()
+    info = _analyze_result(event.content or "", event.is_error, event.exit_code, echoes)
+    _last_result = (event, action, info)
     return info

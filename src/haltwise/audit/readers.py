@@ -1,0 +1,910 @@
+"""Readers of recorded agent runs, detected from each file, each yielding the same event stream.
+
+=====================  ==============================  ========================================
+format                 files                           per-step usage
+=====================  ==============================  ========================================
+``swe-agent``          SWE-agent ``*.traj``             estimated: the run's totals spread over
+                                                       its steps by the size of each prompt
+``mini-swe-agent``     ``*.traj.json``                  billed: ``usage`` of every response
+``tau-bench``          a JSON list of results           none (tokens and dollars unknown)
+                       (``task_id``, ``reward``,
+                       ``traj``)
+``openai``             OpenAI chat-completions          where messages carry ``usage``
+                       messages (a list, or objects
+                       with ``messages``)
+``haltwise``           haltwise's JSONL event log       as logged
+=====================  ==============================  ========================================
+
+Labels come from the corpus: SWE-bench reports next to the trajectories (``results.json``,
+``final_report.json``, ``results_summary.json``), a tau-bench ``reward``, a transcript's own
+``resolved``/``reward``/``success``, or a ``Label`` line in an event log. Model names come from
+the file, else from ``args.yaml``/``metadata.yaml`` beside it, else from a folder or file name
+that names a priced model, else ``--model``.
+
+Files are read one at a time; JSON lists of runs are decoded item by item. A file that cannot be
+read yields a ``ReadError`` naming it and the position, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from ..engine.errors import InvalidValueError
+from ..engine.events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from ..eventlog import read_event_log
+from .runs import (
+    USAGE_ESTIMATED,
+    USAGE_NONE,
+    USAGE_PER_STEP,
+    ReadError,
+    Run,
+    RunMeta,
+    ended_on_limit,
+)
+
+__all__ = ["FORMATS", "detect_format", "find_files", "read_paths"]
+
+FORMATS = ("swe-agent", "mini-swe-agent", "tau-bench", "openai", "haltwise")
+
+#: Files that describe a corpus rather than hold runs.
+_SIDECARS = frozenset(
+    {
+        "results.json",
+        "final_report.json",
+        "results_summary.json",
+        "report.json",
+        "preds.json",
+        "metadata.yaml",
+        "args.yaml",
+        "config.yaml",
+    }
+)
+_SUFFIXES = (".traj", ".json", ".jsonl")
+#: SWE-agent's pseudo-actions for a run its harness ended.
+_EXIT_ACTIONS = re.compile(r"^exit_\w+$")
+
+KnownModel = Callable[[str], bool]
+Result = Run | ReadError
+
+
+# --------------------------------------------------------------------------------------------
+# Finding and detecting files
+
+
+def find_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
+    """Each run file under ``paths`` with its corpus name, in a stable order."""
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    if name in _SIDECARS or not name.endswith(_SUFFIXES):
+                        continue
+                    file = Path(root) / name
+                    relative = file.relative_to(path).parts
+                    corpus = relative[0] if len(relative) > 1 else path.resolve().name
+                    yield file, corpus
+        else:
+            yield path, path.resolve().parent.name
+
+
+def detect_format(path: Path) -> str | None:
+    """The format of ``path`` from its name and first bytes, or None."""
+    name = path.name
+    if name.endswith(".traj"):
+        return "swe-agent"
+    if name.endswith(".jsonl"):
+        return "haltwise"
+    if not name.endswith(".json"):
+        return None
+    with path.open("rb") as stream:
+        head = stream.read(65536).decode("utf-8", "replace")
+    stripped = head.lstrip()
+    if stripped.startswith("{"):
+        if name.endswith(".traj.json"):
+            return "mini-swe-agent"
+        if '"trajectory_format"' in head or ('"messages"' in head and '"mini_version"' in head):
+            return "mini-swe-agent"
+        if '"trajectory"' in head and '"history"' in head:
+            return "swe-agent"
+        return "openai"
+    if stripped.startswith("["):
+        if '"traj"' in head and ('"reward"' in head or '"task_id"' in head):
+            return "tau-bench"
+        return "openai"
+    return None
+
+
+def read_paths(
+    paths: Iterable[str | Path],
+    *,
+    model: str | None = None,
+    known_model: KnownModel | None = None,
+) -> Iterator[Result]:
+    """Every run under ``paths``, as ``Run``s, and a ``ReadError`` for what cannot be read.
+
+    ``model`` names the model of runs whose files do not; ``known_model`` says whether a name is
+    a model with a known price (used to take a model's name from a folder or file name).
+    """
+    labels = _Labels()
+    known = known_model or (lambda name: False)
+    for path, corpus in find_files(paths):
+        try:
+            kind = detect_format(path)
+        except OSError as error:
+            yield ReadError(str(path), "", f"cannot be read: {error.strerror or error}")
+            continue
+        if kind is None:
+            yield ReadError(str(path), "", f"is not a run file of a known format ({_KNOWN})")
+            continue
+        reader = _READERS[kind]
+        try:
+            yield from reader(path, corpus, labels, model, known)
+        except _Malformed as error:
+            yield ReadError(str(path), error.position, error.message)
+        except json.JSONDecodeError as error:
+            yield ReadError(
+                str(path), f"line {error.lineno}, column {error.colno}", f"bad JSON: {error.msg}"
+            )
+        except InvalidValueError as error:
+            # The event log names "file:line" as the source of a bad line.
+            line = str(error.source).rpartition(":")[2]
+            position = f"line {line}" if line.isdigit() else ""
+            yield ReadError(str(path), position, f"{error.value!r} is not valid: {error.valid}")
+        except (OSError, UnicodeDecodeError) as error:
+            yield ReadError(str(path), "", f"cannot be read: {error}")
+
+
+_KNOWN = (
+    "SWE-agent .traj, mini-swe-agent .traj.json, tau-bench results, OpenAI messages, "
+    "haltwise .jsonl"
+)
+
+
+class _Malformed(Exception):
+    def __init__(self, position: str, message: str) -> None:
+        super().__init__(f"{position}: {message}")
+        self.position = position
+        self.message = message
+
+
+# --------------------------------------------------------------------------------------------
+# Labels and model names from the corpus around a file
+
+
+class _Labels:
+    """The corpus's verdicts per folder, read once each."""
+
+    def __init__(self) -> None:
+        self._by_folder: dict[Path, dict[str, bool] | None] = {}
+        self._models: dict[Path, str | None] = {}
+
+    def resolved(self, folder: Path, instance: str) -> bool | None:
+        if folder not in self._by_folder:
+            self._by_folder[folder] = _read_reports(folder)
+        verdicts = self._by_folder[folder]
+        if verdicts is None:
+            return None
+        return verdicts.get(instance, verdicts.get("*"))
+
+    def model(self, folder: Path, known: KnownModel) -> str | None:
+        if folder not in self._models:
+            self._models[folder] = _model_beside(folder, known)
+        return self._models[folder]
+
+
+def _load(path: Path) -> Any:
+    try:
+        with path.open(encoding="utf-8") as stream:
+            return json.load(stream)
+    except (OSError, ValueError):
+        return None
+
+
+def _read_reports(folder: Path) -> dict[str, bool] | None:
+    """Instance id -> solved, from a SWE-bench style report; ``"*"`` for ids it does not list."""
+    verdicts: dict[str, bool] = {}
+    found = False
+    summary = _load(folder / "results_summary.json")
+    if isinstance(summary, dict) and isinstance(summary.get("instances"), list):
+        found = True
+        for item in summary["instances"]:
+            if isinstance(item, dict) and "instance_id" in item:
+                verdicts[str(item["instance_id"])] = bool(item.get("resolved"))
+    for name in ("results.json", "final_report.json", "report.json"):
+        report = _load(folder / name)
+        if not isinstance(report, dict):
+            continue
+        resolved = report.get("resolved_ids", report.get("resolved"))
+        if not isinstance(resolved, list):
+            continue
+        found = True
+        for key in ("unresolved_ids", "empty_patch_ids", "error_ids", "incomplete_ids"):
+            for instance in report.get(key) or ():
+                verdicts.setdefault(str(instance), False)
+        for instance in resolved:
+            verdicts[str(instance)] = True
+        # A report covers its whole run: an instance it does not name was not solved.
+        verdicts.setdefault("*", False)
+    return verdicts if found else None
+
+
+_YAML_NAME = re.compile(r"^\s*(model_name|name)\s*:\s*['\"]?([^'\"\n#]+)", re.M)
+
+
+def _model_beside(folder: Path, known: KnownModel) -> str | None:
+    for parent in (folder, folder.parent):
+        args = parent / "args.yaml"
+        if args.is_file():
+            text = args.read_text(encoding="utf-8", errors="replace")
+            for key, value in _YAML_NAME.findall(text):
+                if key == "model_name":
+                    return str(value).strip()
+    metadata = folder / "metadata.yaml"
+    if metadata.is_file():
+        text = metadata.read_text(encoding="utf-8", errors="replace")
+        for key, value in _YAML_NAME.findall(text):
+            if key == "name":
+                # "SWE-agent + deepseek-chat-v2": the model is what follows the agent.
+                return str(value).split("+")[-1].strip()
+    for part in (folder.name, folder.parent.name):
+        if known(part):
+            return part
+    return None
+
+
+def _model_from_name(stem: str, known: KnownModel) -> str | None:
+    """The longest dash-separated prefix of a file name that is a known model."""
+    parts = stem.split("-")
+    for end in range(len(parts), 0, -1):
+        candidate = "-".join(parts[:end])
+        if known(candidate):
+            return candidate
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def _spread(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights``, in whole numbers that add up to it."""
+    whole = sum(weights)
+    if not weights:
+        return []
+    if whole <= 0:
+        weights = [1] * len(weights)
+        whole = len(weights)
+    shares = [total * weight / whole for weight in weights]
+    parts = [int(share) for share in shares]
+    rest = total - sum(parts)
+    order = sorted(range(len(shares)), key=lambda i: shares[i] - parts[i], reverse=True)
+    for index in order[:rest]:
+        parts[index] += 1
+    return parts
+
+
+def _text(value: Any) -> str:
+    """A message's content as text (OpenAI content may be a list of parts)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        pieces = []
+        for part in value:
+            if isinstance(part, dict):
+                pieces.append(str(part.get("text") or part.get("content") or ""))
+            else:
+                pieces.append(str(part))
+        return "\n".join(pieces)
+    return str(value)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _money(value: Any) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return amount if amount.is_finite() and amount >= 0 else None
+
+
+def _command_name(action: str) -> str:
+    words = action.strip().split(None, 1)
+    return words[0] if words else "(empty)"
+
+
+def _turn(
+    events: list[Event],
+    *,
+    model: str,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cache_read: int = 0,
+    cost: Decimal | None = None,
+    text: str | None,
+    calls: list[tuple[ToolCall, ToolResult | None]],
+    thought: str | None = None,
+) -> None:
+    """The events of one turn: a model round trip with its tool calls."""
+    events.append(TurnStarting())
+    events.append(ModelRequest(model=model))
+    events.append(
+        ModelResponse(
+            model=model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cost=cost,
+            text=text,
+            tool_calls=len(calls),
+        )
+    )
+    for call, result in calls:
+        events.append(call)
+        if result is not None:
+            events.append(result)
+    events.append(TurnEnded(text=thought if thought is not None else text))
+
+
+# --------------------------------------------------------------------------------------------
+# SWE-agent .traj
+
+
+def _read_swe_agent(
+    path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
+) -> Iterator[Result]:
+    with path.open(encoding="utf-8") as stream:
+        data = json.load(stream)
+    if not isinstance(data, dict) or not isinstance(data.get("trajectory"), list):
+        raise _Malformed("top level", 'expected an object with a "trajectory" list')
+    info = _obj(data.get("info"))
+    stats = _obj(info.get("model_stats"))
+    instance = path.name.removesuffix(".traj")
+    folder = path.parent
+    name = model or labels.model(folder, known) or ""
+    steps = []
+    for index, step in enumerate(data["trajectory"]):
+        if not isinstance(step, dict) or not isinstance(step.get("action"), str):
+            raise _Malformed(f"trajectory[{index}]", 'expected an object with an "action" string')
+        if _EXIT_ACTIONS.match(step["action"].strip()):
+            continue  # the harness ended the run here; the model was not called
+        steps.append(step)
+    # Per-step prompt sizes from the chat history, to spread the run's token totals.
+    history = _list(data.get("history"))
+    prompt_sizes: list[int] = []
+    answer_sizes: list[int] = []
+    seen = 0
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        size = len(_text(message.get("content")))
+        if message.get("role") == "assistant":
+            prompt_sizes.append(seen)
+            answer_sizes.append(size)
+        seen += size
+    if len(prompt_sizes) != len(steps):
+        seen = 0
+        prompt_sizes, answer_sizes = [], []
+        for step in steps:
+            answer = len(_text(step.get("response")))
+            prompt_sizes.append(seen + 4000)
+            answer_sizes.append(answer)
+            seen += answer + len(_text(step.get("observation")))
+    sent = _spread(_int(stats.get("tokens_sent")), prompt_sizes)
+    received = _spread(_int(stats.get("tokens_received")), answer_sizes)
+    has_tokens = bool(stats.get("tokens_sent"))
+    exit_status = info.get("exit_status")
+    exit_status = str(exit_status) if exit_status is not None else None
+    run_id = instance if folder.name == corpus else f"{folder.name}/{instance}"
+    meta = RunMeta(
+        run_id=run_id,
+        corpus=corpus,
+        model=name,
+        source=str(path),
+        format="swe-agent",
+        resolved=labels.resolved(folder, instance),
+        exit_status=exit_status,
+        ended_on_limit=ended_on_limit(exit_status),
+        usage=USAGE_ESTIMATED if has_tokens else USAGE_NONE,
+        recorded_cost=_money(stats.get("instance_cost")),
+    )
+    prompt = ""
+    for message in history:
+        if isinstance(message, dict) and message.get("role") == "user":
+            prompt = _text(message.get("content"))
+            break
+    events: list[Event] = [RunStarted(prompt=prompt, run_id=run_id)]
+    for index, step in enumerate(steps):
+        action = step["action"]
+        call = ToolCall(
+            name=_command_name(action), arguments={"command": action}, call_id=str(index)
+        )
+        result = ToolResult(
+            name=call.name, content=_text(step.get("observation")), call_id=str(index)
+        )
+        _turn(
+            events,
+            model=name if has_tokens else "",
+            input_tokens=sent[index] if has_tokens else 0,
+            output_tokens=received[index] if has_tokens else 0,
+            text=_text(step.get("response")),
+            calls=[(call, result)],
+            thought=_text(step.get("thought")) or None,
+        )
+    submission = info.get("submission")
+    events.append(RunEnded(output=submission if isinstance(submission, str) else None))
+    yield Run(meta, events)
+
+
+# --------------------------------------------------------------------------------------------
+# mini-swe-agent .traj.json
+
+_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def _read_mini(
+    path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
+) -> Iterator[Result]:
+    with path.open(encoding="utf-8") as stream:
+        data = json.load(stream)
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise _Malformed("top level", 'expected an object with a "messages" list')
+    info = _obj(data.get("info"))
+    config = _obj(info.get("config"))
+    model_config = _obj(config.get("model"))
+    instance = str(data.get("instance_id") or path.name.removesuffix(".traj.json"))
+    folder = path.parent
+    messages = data["messages"]
+    name = model or str(model_config.get("model_name") or "")
+    exit_status = info.get("exit_status")
+    exit_status = str(exit_status) if exit_status is not None else None
+    run_id = instance if folder.name == corpus else f"{folder.name}/{instance}"
+    usage_seen = False
+    prompt = ""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            prompt = _text(message.get("content"))
+            break
+    events: list[Event] = [RunStarted(prompt=prompt, run_id=run_id)]
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message:
+            raise _Malformed(f"messages[{index}]", 'expected an object with a "role"')
+        if message["role"] != "assistant":
+            # The task, command outputs (read with the call before them) and format errors.
+            continue
+        content = _text(message.get("content"))
+        extra = _obj(message.get("extra"))
+        response = _obj(extra.get("response"))
+        usage = _obj(response.get("usage"))
+        details = usage.get("prompt_tokens_details") or {}
+        cost = _money(usage.get("cost"))
+        if usage:
+            usage_seen = True
+        # The configured name; the provider's echo of it may carry routing marks ("@google/").
+        turn_model = name or str(response.get("model") or "").lstrip("@")
+        name = name or turn_model
+        blocks = _BASH_BLOCK.findall(content)
+        reply = messages[index + 1] if index + 1 < len(messages) else None
+        reply_text = _text(reply.get("content")) if isinstance(reply, dict) else ""
+        calls: list[tuple[ToolCall, ToolResult | None]] = []
+        if len(blocks) == 1:
+            call = ToolCall("bash", {"command": blocks[0]}, call_id=str(index))
+            result: ToolResult | None = None
+            if reply is not None and isinstance(reply, dict) and reply.get("role") == "user":
+                code = _RETURNCODE.search(reply_text)
+                timed_out = code is None and "timed out" in reply_text[:400].lower()
+                result = ToolResult(
+                    "bash",
+                    content=reply_text,
+                    call_id=str(index),
+                    exit_code=int(code.group(1)) if code else None,
+                    is_error=timed_out,
+                )
+            calls.append((call, result))
+        # With no bash block, or several, the harness answers with a format error: no tool ran.
+        _turn(
+            events,
+            model=turn_model if usage else "",
+            input_tokens=_int(usage.get("prompt_tokens")),
+            output_tokens=_int(usage.get("completion_tokens")),
+            cache_read=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            cost=cost,
+            text=content,
+            calls=calls,
+        )
+    submission = info.get("submission")
+    events.append(RunEnded(output=submission if isinstance(submission, str) else None))
+    meta = RunMeta(
+        run_id=run_id,
+        corpus=corpus,
+        model=name,
+        source=str(path),
+        format="mini-swe-agent",
+        resolved=labels.resolved(folder, instance),
+        exit_status=exit_status,
+        ended_on_limit=ended_on_limit(exit_status),
+        usage=USAGE_PER_STEP if usage_seen else USAGE_NONE,
+        recorded_cost=_money((info.get("model_stats") or {}).get("instance_cost")),
+    )
+    yield Run(meta, events)
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI chat-completions messages (and tau-bench, whose runs hold them)
+
+
+def _arguments(raw: Any) -> Mapping[str, Any] | str:
+    if isinstance(raw, Mapping):
+        return raw
+    return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+def _chat_events(
+    messages: list[Any], run_id: str, model: str, where: str
+) -> tuple[list[Event], bool, str | None, str]:
+    """Events from OpenAI-style messages; whether usage was seen, the last tool, the model."""
+    events: list[Event] = []
+    prompt_given = False
+    usage_seen = False
+    last_tool: str | None = None
+    index = 0
+    count = len(messages)
+    while index < count:
+        message = messages[index]
+        if not isinstance(message, dict) or "role" not in message:
+            raise _Malformed(f"{where}[{index}]", 'expected a message object with a "role"')
+        role = message["role"]
+        if role in ("system", "developer"):
+            index += 1
+            continue
+        if role == "user":
+            text = _text(message.get("content"))
+            if not prompt_given:
+                events.append(RunStarted(prompt=text, run_id=run_id))
+                prompt_given = True
+            else:
+                events.append(Injected(text=text))
+            index += 1
+            continue
+        if role != "assistant":
+            # A tool result with no call before it: keep it, for what it says.
+            index += 1
+            continue
+        if not prompt_given:
+            events.append(RunStarted(prompt="", run_id=run_id))
+            prompt_given = True
+        usage = _obj(message.get("usage"))
+        if usage:
+            usage_seen = True
+        turn_model = str(message.get("model") or model)
+        model = model or turn_model
+        results: dict[str, ToolResult] = {}
+        following = index + 1
+        while following < count:
+            reply = messages[following]
+            if not isinstance(reply, dict) or reply.get("role") != "tool":
+                break
+            call_id = str(reply.get("tool_call_id") or "")
+            results[call_id] = ToolResult(
+                name=str(reply.get("name") or ""),
+                content=_text(reply.get("content")),
+                call_id=call_id,
+                is_error=bool(reply.get("is_error")),
+            )
+            following += 1
+        calls: list[tuple[ToolCall, ToolResult | None]] = []
+        for position, raw in enumerate(message.get("tool_calls") or ()):
+            if not isinstance(raw, dict):
+                raise _Malformed(f"{where}[{index}].tool_calls[{position}]", "expected an object")
+            function = _obj(raw.get("function")) or raw
+            call_id = str(raw.get("id") or f"{index}.{position}")
+            tool = str(function.get("name") or "")
+            call = ToolCall(tool, _arguments(function.get("arguments", "")), call_id=call_id)
+            result = results.pop(call_id, None)
+            if result is not None and not result.name:
+                result = ToolResult(tool, result.content, call_id, result.is_error)
+            calls.append((call, result))
+            last_tool = tool
+        details = usage.get("prompt_tokens_details") or {}
+        _turn(
+            events,
+            model=turn_model if usage else "",
+            input_tokens=_int(usage.get("prompt_tokens", usage.get("input_tokens"))),
+            output_tokens=_int(usage.get("completion_tokens", usage.get("output_tokens"))),
+            cache_read=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            cost=_money(usage.get("cost")),
+            text=_text(message.get("content")) or None,
+            calls=calls,
+        )
+        index = following
+    if not prompt_given:
+        events.append(RunStarted(prompt="", run_id=run_id))
+    return events, usage_seen, last_tool, model
+
+
+def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
+    """The items of a JSON list in ``path``, decoded one at a time."""
+    decoder = json.JSONDecoder()
+    with path.open(encoding="utf-8") as stream:
+        buffer = ""
+        offset = 0  # characters dropped from the front of the buffer
+        started = False
+        item = 0
+        eof = False
+        while True:
+            if not eof and len(buffer) < 1 << 20:
+                chunk = stream.read(1 << 20)
+                eof = not chunk
+                buffer += chunk
+            stripped = buffer.lstrip()
+            offset += len(buffer) - len(stripped)
+            buffer = stripped
+            if not started:
+                if not buffer:
+                    if eof:
+                        raise _Malformed("start", "expected a JSON list")
+                    continue
+                if buffer[0] != "[":
+                    raise _Malformed("start", "expected a JSON list")
+                buffer = buffer[1:]
+                offset += 1
+                started = True
+                continue
+            if buffer.startswith("]"):
+                return
+            if buffer.startswith(","):
+                buffer = buffer[1:]
+                offset += 1
+                continue
+            try:
+                value, end = decoder.raw_decode(buffer)
+            except json.JSONDecodeError as error:
+                if not eof:
+                    chunk = stream.read(1 << 22)
+                    if chunk:
+                        buffer += chunk
+                        continue
+                    eof = True
+                raise _Malformed(
+                    f"item {item} (character {offset + error.pos})", f"bad JSON: {error.msg}"
+                ) from None
+            yield item, value
+            item += 1
+            buffer = buffer[end:]
+            offset += end
+            if eof and not buffer.strip():
+                raise _Malformed(f"item {item}", "the list is not closed")
+
+
+def _read_tau(
+    path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
+) -> Iterator[Result]:
+    name = model or _model_from_name(path.name.removesuffix(".json"), known) or ""
+    for item, run in _iter_json_list(path):
+        where = f"item {item}"
+        if not isinstance(run, dict) or not isinstance(run.get("traj"), list):
+            yield ReadError(str(path), where, 'expected an object with a "traj" list')
+            continue
+        run_id = f"task{run.get('task_id', item)}-trial{run.get('trial', 0)}"
+        try:
+            events, usage_seen, last_tool, found = _chat_events(
+                run["traj"], run_id, name, f"{where}.traj"
+            )
+        except _Malformed as error:
+            yield ReadError(str(path), error.position, error.message)
+            continue
+        traj = run["traj"]
+        last = traj[-1] if traj else {}
+        if isinstance(last, dict) and "###STOP###" in _text(last.get("content")):
+            exit_status = "user_stop"
+        elif isinstance(last, dict) and last.get("role") == "tool":
+            exit_status = f"tool:{last_tool}"
+        else:
+            exit_status = "unfinished"
+        events.append(RunEnded())
+        reward = run.get("reward")
+        resolved = None if not isinstance(reward, int | float) else reward >= 1
+        meta = RunMeta(
+            run_id=run_id,
+            corpus=corpus,
+            model=found,
+            source=str(path),
+            format="tau-bench",
+            resolved=resolved,
+            exit_status=exit_status,
+            ended_on_limit=False,
+            usage=USAGE_PER_STEP if usage_seen else USAGE_NONE,
+        )
+        yield Run(meta, events)
+
+
+def _label(container: Mapping[str, Any]) -> bool | None:
+    for key in ("resolved", "success", "solved"):
+        if isinstance(container.get(key), bool):
+            return bool(container[key])
+    reward = container.get("reward")
+    if isinstance(reward, int | float) and not isinstance(reward, bool):
+        return reward >= 1
+    return None
+
+
+def _read_openai(
+    path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
+) -> Iterator[Result]:
+    stem = path.name.removesuffix(".json")
+    default_model = model or _model_from_name(stem, known) or ""
+    with path.open(encoding="utf-8") as stream:
+        head = stream.read(1).lstrip()
+        while head == "" or head.isspace():
+            nxt = stream.read(1)
+            if not nxt:
+                break
+            head = nxt
+    if head == "{":
+        with path.open(encoding="utf-8") as stream:
+            data = json.load(stream)
+        items: Iterator[tuple[int, Any]] = iter([(0, data)])
+        single = True
+    else:
+        items = _iter_json_list(path)
+        single = False
+    first = True
+    for item, value in items:
+        if first and not single and isinstance(value, dict) and "role" in value:
+            # A bare list of messages: the whole file is one run.
+            with path.open(encoding="utf-8") as stream:
+                data = json.load(stream)
+            yield from _one_transcript(path, corpus, stem, {"messages": data}, default_model, "")
+            return
+        first = False
+        where = "" if single else f"item {item}"
+        if not isinstance(value, dict) or not isinstance(
+            value.get("messages", value.get("traj")), list
+        ):
+            yield ReadError(str(path), where or "top level", 'expected "messages": [...]')
+            continue
+        fallback = stem if single else f"{stem}-{item}"
+        run_name = str(value.get("id") or value.get("run_id") or fallback)
+        yield from _one_transcript(path, corpus, run_name, value, default_model, where)
+
+
+def _one_transcript(
+    path: Path, corpus: str, run_id: str, container: Mapping[str, Any], model: str, where: str
+) -> Iterator[Result]:
+    messages = container.get("messages", container.get("traj"))
+    assert isinstance(messages, list)
+    name = str(container.get("model") or model)
+    try:
+        events, usage_seen, _, found = _chat_events(
+            messages, run_id, name, f"{where}.messages" if where else "messages"
+        )
+    except _Malformed as error:
+        yield ReadError(str(path), error.position, error.message)
+        return
+    events.append(RunEnded())
+    exit_status = container.get("exit_status")
+    meta = RunMeta(
+        run_id=run_id,
+        corpus=corpus,
+        model=found,
+        source=str(path),
+        format="openai",
+        resolved=_label(container),
+        exit_status=str(exit_status) if exit_status is not None else None,
+        ended_on_limit=ended_on_limit(str(exit_status) if exit_status else None),
+        usage=USAGE_PER_STEP if usage_seen else USAGE_NONE,
+    )
+    yield Run(meta, events)
+
+
+# --------------------------------------------------------------------------------------------
+# haltwise's own JSONL event log
+
+
+def _read_haltwise(
+    path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
+) -> Iterator[Result]:
+    current: Run | None = None
+    usage_seen = False
+    count = 0
+
+    def finish(run: Run) -> Run:
+        run.meta.usage = USAGE_PER_STEP if usage_seen else USAGE_NONE
+        return run
+
+    for line in read_event_log(path):
+        event = line.event
+        if isinstance(event, RunStarted):
+            if current is not None:
+                yield finish(current)
+            count += 1
+            usage_seen = False
+            run_id = event.run_id or f"{path.name.removesuffix('.jsonl')}-{count}"
+            current = Run(
+                RunMeta(
+                    run_id=run_id,
+                    corpus=corpus,
+                    model=model or "",
+                    source=str(path),
+                    format="haltwise",
+                ),
+                [event],
+            )
+            continue
+        if current is None:
+            if line.label is None and line.decision is None:
+                raise _Malformed(f"line {line.line}", "an event before the first RunStarted")
+            continue
+        if line.label is not None:
+            label = line.label
+            meta = current.meta
+            if isinstance(label.get("resolved"), bool):
+                meta.resolved = label["resolved"]
+            if label.get("model") and not model:
+                meta.model = str(label["model"])
+            if label.get("exit_status") is not None:
+                meta.exit_status = str(label["exit_status"])
+                meta.ended_on_limit = bool(
+                    label.get("ended_on_limit", ended_on_limit(meta.exit_status))
+                )
+            continue
+        if event is None:
+            if line.decision is not None and line.decision.get("type") == "Stop":
+                outcome = line.decision.get("outcome") or {}
+                meta = current.meta
+                if meta.exit_status is None and isinstance(outcome, dict):
+                    meta.exit_status = str(outcome.get("reason"))
+                    meta.ended_on_limit = outcome.get("reason") not in (None, "completed")
+            continue
+        if isinstance(event, ModelResponse):
+            if event.input_tokens or event.output_tokens or event.cost is not None:
+                usage_seen = True
+            if event.model and not current.meta.model:
+                current.meta.model = event.model
+        current.events.append(event)
+    if current is not None:
+        yield finish(current)
+
+
+_READERS: dict[str, Callable[..., Iterator[Result]]] = {
+    "swe-agent": _read_swe_agent,
+    "mini-swe-agent": _read_mini,
+    "tau-bench": _read_tau,
+    "openai": _read_openai,
+    "haltwise": _read_haltwise,
+}
