@@ -59,6 +59,16 @@ from .engine.limits import (
 )
 from .engine.outcome import Outcome, Status, Usage
 from .engine.policies import Evidence, Policy
+from .loops import (
+    LoopResult,
+    attempts,
+    convergence,
+    cost_gate,
+    max_plan_size,
+    refine,
+    session_limits,
+    simplify,
+)
 from .pricing import ModelRate, Prices
 
 unlimited = UNLIMITED
@@ -94,6 +104,7 @@ __all__ = [
     "Limit",
     "LimitExceeded",
     "LimitStatus",
+    "LoopResult",
     "MemoryLedger",
     "ModelCallLimitExceeded",
     "ModelRate",
@@ -125,16 +136,23 @@ __all__ = [
     "Warn",
     "all_of",
     "any_of",
+    "attempts",
     "console_prompter",
+    "convergence",
+    "cost_gate",
     "load_config",
     "max_cost",
     "max_model_calls",
+    "max_plan_size",
     "max_tokens",
     "max_tool_calls",
     "max_turns",
     "parse_turn_limit",
     "policies",
+    "refine",
     "response_event",
+    "session_limits",
+    "simplify",
     "timeout",
     "unlimited",
 ]

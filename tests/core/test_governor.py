@@ -316,3 +316,14 @@ def test_unknown_events_are_refused_clearly() -> None:
     governor = governed(max_turns(1))
     with pytest.raises(ConfigurationError, match="one of the events in haltwise.events"):
         governor.handle("TurnStarting")  # type: ignore[arg-type]
+
+
+def test_a_childs_own_refusal_spends_nothing_of_its_parents() -> None:
+    parent = governed(max_model_calls(10))
+    child = parent.child(max_model_calls(1))
+    child.handle(RunStarted())
+    assert child.handle(ModelRequest("m")) is CONTINUE
+    for _ in range(3):
+        assert isinstance(child.handle(ModelRequest("m")), Stop)
+    assert parent.usage.model_calls == 1
+    assert child.usage.model_calls == 1

@@ -100,6 +100,8 @@ class Governor:
         self._pending: tuple[Ask, Limit, bool] | None = None
         #: A note a limit gave before the event spent, returned once the event is admitted.
         self._early: Warn | None = None
+        #: Set while a child counts an event whose before-checks already passed.
+        self._checked = False
         #: A limit the human has just let through, skipped for the event being re-handled.
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
@@ -475,6 +477,8 @@ class Governor:
         return decision if decision is not None else self._post(post, event)
 
     def _pre(self, checks: tuple[_Check, ...], event: Event) -> Decision | None:
+        if self._checked:
+            return None
         bypass = self._bypass
         for limit, slot in checks:
             if limit is bypass:
@@ -614,27 +618,40 @@ class Governor:
     # Children
 
     def _through_parent(self, event: Event) -> Decision:
+        """A child's own checks first (a refusal there spends nothing of the parent's), then
+        the parent's, which the child can never exceed; only then does the child count it."""
         assert self._parent is not None
-        decision = self._parent.handle(event)
+        own = self._pre(self._tables[type(event)][0], event)
+        if own is not None:
+            return own
+        decision = self._from_parent(self._parent.handle(event))
+        if isinstance(decision, Stop | Ask | Block):
+            return decision
+        return _merge(decision, self._admit(event))
+
+    def _admit(self, event: Event) -> Decision:
+        """Count ``event`` and run the after-checks; its before-checks have passed."""
+        self._checked = True
+        try:
+            decision: Decision = self._handlers[type(event)](event)
+        finally:
+            self._checked = False
+        return decision
+
+    def _from_parent(self, decision: Decision) -> Decision:
         if isinstance(decision, Stop):
             self._stopped = decision
-            return decision
-        if isinstance(decision, Ask | Block):
-            return decision
-        own = self._handlers[type(event)](event)
-        return _merge(decision, own)
+            self._plain = False
+        return decision
 
     def _resolve_for_parent(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
         owner = ask.owner
         if not isinstance(owner, Governor):
             raise ConfigurationError("resolve() got an Ask that no governor made")
-        decision = owner.resolve(ask, answer)
-        if isinstance(decision, Stop):
-            self._stopped = decision
+        decision = self._from_parent(owner.resolve(ask, answer))
+        if isinstance(decision, Stop | Ask | Block) or ask.event is None:
             return decision
-        if isinstance(decision, Ask | Block) or ask.event is None:
-            return decision
-        return _merge(decision, self._handlers[type(ask.event)](ask.event))
+        return _merge(decision, self._admit(ask.event))
 
     # ----------------------------------------------------------------------------------------
     # Set-up
