@@ -1,0 +1,194 @@
+"""``haltwise chat`` in a real terminal: tmux types the keys and reads the screen.
+
+The widget (``Turns: 3/25``), an approval, ``/turn-limit abc`` refused, ``/turn-limit 2`` then the
+dialog at the third turn, ``continue`` showing the reset count, ``unlimited`` shown as ``∞``,
+Ctrl-C stopping a run and a second Ctrl-C leaving; then ``--resume`` keeping the counts.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(
+    TMUX is None, reason="needs tmux to drive a real terminal (apt-get install tmux)"
+)
+
+MODEL = "scripted-model"
+
+
+class Terminal:
+    """A program in a detached tmux session of its own (a private tmux server)."""
+
+    def __init__(self, command: list[str], environ: dict[str, str]) -> None:
+        assert TMUX is not None
+        self.socket = f"haltwise-test-{uuid.uuid4().hex[:8]}"
+        assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in environ.items())
+        shell = f"env {assignments} {shlex.join(command)}; echo CHAT-EXITED $?; sleep 60"
+        self._tmux("new-session", "-d", "-s", "chat", "-x", "110", "-y", "45", shell)
+
+    def _tmux(self, *args: str) -> str:
+        assert TMUX is not None
+        done = subprocess.run(
+            [TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+        )
+        return done.stdout
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "chat", *keys)
+
+    def type(self, line: str) -> None:
+        self._tmux("send-keys", "-t", "chat", "-l", line)
+        self._tmux("send-keys", "-t", "chat", "Enter")
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-J", "-t", "chat", "-S", "-200")
+
+    def bottom(self) -> str:
+        """The last non-empty line: the widget."""
+        lines = [line for line in self._tmux("capture-pane", "-p", "-t", "chat").splitlines()]
+        return next((line for line in reversed(lines) if line.strip()), "")
+
+    def wait_for(self, text: str, timeout: float = 15.0, *, where: str = "screen") -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.bottom() if where == "bottom" else self.screen()
+            if text in shown:
+                return shown
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    started: list[Terminal] = []
+    yield started
+    for terminal in started:
+        terminal.close()
+
+
+def chat(
+    server: ScriptedServer, workspace: Path, store: Path, *more: str
+) -> tuple[list[str], dict[str, str]]:
+    command = [
+        sys.executable,
+        "-m",
+        "haltwise",
+        "chat",
+        "--base-url",
+        server.base_url,
+        "--model",
+        MODEL,
+        "--workspace",
+        str(workspace),
+        "--store",
+        str(store),
+        *more,
+    ]
+    environ = {
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(store.parent),
+    }
+    return command, environ
+
+
+def test_the_chat_as_a_user_meets_it(
+    workspace: Path, store_path: Path, terminals: list[Terminal]
+) -> None:
+    script: list[ScriptEntry] = [
+        # 1st prompt: three turns, one of them a shell command that needs approval.
+        reply("Checking.", tool_calls=[tool_call("run_command", {"command": "echo shell-ran"})]),
+        reply("Reading.", tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        reply("Found three letters."),
+        # 2nd prompt, with /turn-limit 2: the dialog comes before the third turn.
+        reply("Listing.", tool_calls=[tool_call("list_dir", {"path": "sub"})]),
+        reply("Reading b.", tool_calls=[tool_call("read_file", {"path": "sub/b.py"})]),
+        reply("Still reading.", tool_calls=[tool_call("list_dir")], delay=1.5),
+        reply("Done reading."),
+        # 3rd prompt: a model that takes its time, until Ctrl-C.
+        reply("too late", delay=60),
+    ]
+    with ScriptedServer(script, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/25", where="bottom")
+
+        terminal.type("What is in this folder?")
+        terminal.wait_for("the agent wants to run: echo shell-ran")
+        terminal.wait_for("run it? [y]es / [n]o / [a]lways")
+        terminal.type("y")
+        terminal.wait_for("Found three letters.")
+        assert "shell-ran" in terminal.screen()
+        terminal.wait_for("Turns: 3/25", where="bottom")
+
+        terminal.type("/turn-limit abc")
+        terminal.wait_for("/turn-limit='abc' is not valid")
+        assert "(nothing changed)" in terminal.screen()
+        assert "Turns: 3/25" in terminal.bottom()
+
+        terminal.type("/turn-limit 2")
+        terminal.wait_for("Turn limit set to 2.")
+        terminal.type("Read everything.")
+        terminal.wait_for("Turn limit reached — You've used 2 turns. Continue?")
+        terminal.wait_for("continue / extend N / wrap up / abort")
+        assert "Turns: 2/2" in terminal.bottom()
+        terminal.type("maybe")
+        terminal.wait_for("Please answer c, e N (e.g. e 10), w or a.")
+        terminal.type("c")
+        terminal.wait_for("Turns: 1/2", where="bottom")  # continue restarted the count
+        terminal.wait_for("Done reading.")
+        terminal.wait_for("Turns: 2/2", where="bottom")
+
+        terminal.type("/turn-limit unlimited")
+        terminal.wait_for("Turns: 2/∞", where="bottom")
+
+        terminal.type("Take your time.")
+        terminal.wait_for("running · Ctrl-C stops", where="bottom")
+        terminal.keys("C-c")
+        terminal.wait_for("cancelled  run ")
+        terminal.wait_for("The run was cancelled: interrupted (Ctrl-C).")
+        terminal.keys("C-c")
+        terminal.wait_for("CHAT-EXITED 0")
+
+
+def test_resume_keeps_the_counts(
+    workspace: Path, store_path: Path, terminals: list[Terminal]
+) -> None:
+    first = [reply("Step.", tool_calls=[tool_call("list_dir")]), reply("slow", delay=60)]
+    with ScriptedServer(first, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/25", where="bottom")
+        terminal.type("Go.")
+        terminal.wait_for("Turns: 2/25", where="bottom")
+        terminal.keys("C-c")
+        terminal.wait_for("resume it later: haltwise chat --resume ")
+        terminal.type("/exit")
+        terminal.wait_for("CHAT-EXITED 0")
+    with ScriptedServer([reply("Picked up where it stopped.")], model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path, "--resume"))
+        terminals.append(terminal)
+        terminal.wait_for("Resumed run ")
+        terminal.wait_for("Turns: 2/25", where="bottom")
+        terminal.type("Carry on.")
+        terminal.wait_for("Picked up where it stopped.")
+        terminal.wait_for("Turns: 3/25", where="bottom")  # the same run: no reset
+        history = server.requests[0]["messages"]
+        assert [m["role"] for m in history] == ["system", "user", "assistant", "tool", "user"]
