@@ -97,6 +97,8 @@ class ChatApp(Listener):
         self.args = args
         self._input = input
         self._output = output
+        #: Whether this chat owns the process's terminal (not so under tests and benchmarks).
+        self._owns_terminal = input is None and console is None
         self.console = console or Console(highlight=False, soft_wrap=True)
         self._questions: queue.Queue[_Question | None] = queue.Queue()
         self._always_approve = False
@@ -194,7 +196,7 @@ class ChatApp(Listener):
             target=self._work, args=(prompt,), name="haltwise-agent", daemon=True
         )
         cancelled = False
-        with _no_echo(self._input is None), self._live_widget():
+        with _no_echo(self._owns_terminal), self._live_widget():
             worker.start()
             # The worker puts None here when the run is over. (Not Thread.join: a Ctrl-C that
             # interrupts join() can leave the thread looking finished while it still runs.)
