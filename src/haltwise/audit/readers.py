@@ -59,7 +59,7 @@ from .runs import (
     ended_on_limit,
 )
 
-__all__ = ["FORMATS", "detect_format", "find_files", "read_paths"]
+__all__ = ["FORMATS", "Reader", "detect_format", "find_files", "read_paths"]
 
 FORMATS = ("swe-agent", "mini-swe-agent", "tau-bench", "openai", "haltwise")
 
@@ -133,31 +133,31 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
-def read_paths(
-    paths: Iterable[str | Path],
-    *,
-    model: str | None = None,
-    known_model: KnownModel | None = None,
-) -> Iterator[Result]:
-    """Every run under ``paths``, as ``Run``s, and a ``ReadError`` for what cannot be read.
+class Reader:
+    """Reads run files one at a time, remembering the corpus reports it has read.
 
     ``model`` names the model of runs whose files do not; ``known_model`` says whether a name is
     a model with a known price (used to take a model's name from a folder or file name).
     """
-    labels = _Labels()
-    known = known_model or (lambda name: False)
-    for path, corpus in find_files(paths):
+
+    def __init__(self, *, model: str | None = None, known_model: KnownModel | None = None):
+        self._labels = _Labels()
+        self._model = model
+        self._known = known_model or (lambda name: False)
+
+    def read(self, path: Path, corpus: str) -> Iterator[Result]:
+        """The runs of one file, and a ``ReadError`` for what cannot be read."""
         try:
             kind = detect_format(path)
         except OSError as error:
             yield ReadError(str(path), "", f"cannot be read: {error.strerror or error}")
-            continue
+            return
         if kind is None:
             yield ReadError(str(path), "", f"is not a run file of a known format ({_KNOWN})")
-            continue
+            return
         reader = _READERS[kind]
         try:
-            yield from reader(path, corpus, labels, model, known)
+            yield from reader(path, corpus, self._labels, self._model, self._known)
         except _Malformed as error:
             yield ReadError(str(path), error.position, error.message)
         except json.JSONDecodeError as error:
@@ -171,6 +171,18 @@ def read_paths(
             yield ReadError(str(path), position, f"{error.value!r} is not valid: {error.valid}")
         except (OSError, UnicodeDecodeError) as error:
             yield ReadError(str(path), "", f"cannot be read: {error}")
+
+
+def read_paths(
+    paths: Iterable[str | Path],
+    *,
+    model: str | None = None,
+    known_model: KnownModel | None = None,
+) -> Iterator[Result]:
+    """Every run under ``paths``, as ``Run``s, and a ``ReadError`` for what cannot be read."""
+    reader = Reader(model=model, known_model=known_model)
+    for path, corpus in find_files(paths):
+        yield from reader.read(path, corpus)
 
 
 _KNOWN = (

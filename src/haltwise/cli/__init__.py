@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "demo": "haltwise.cli.demo",
     "chat": "haltwise.cli.chat",
     "run": "haltwise.cli.run",
+    "audit": "haltwise.audit.cli",
 }
 
 #: Exit codes shared by every subcommand.

@@ -226,7 +226,7 @@ class Detector(Leaf):
 
     def _stop_message(self, state: LadderState, *, first: bool = False) -> str:
         since = f" since turn {state.onset}" if state.onset else ""
-        after = "" if first else ", and it went on after a warning"
+        after = "" if first else "; it went on after a warning and a refusal"
         return f"Stuck{since}: {state.what}{after} ({self!r})"
 
     def _progress(self, state: LadderState) -> None:

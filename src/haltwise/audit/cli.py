@@ -1,0 +1,250 @@
+"""``haltwise audit PATH... [--limits EXPR] [--config FILE] [--json] [--html FILE] [--suggest]``
+
+Replays every recorded run under the paths through a set of limits (``stuck()`` by default) and
+reports, per run, where it would have stopped and why, and per corpus and per model the runs
+stopped, the spend saved on runs that did not solve their task, and the solved runs that would
+have been cut. Exit status: 0, or 1 when some file could not be read (the rest is reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any, Protocol
+
+HELP = "Replay recorded agent runs through limits: where each would have stopped, what it saves."
+
+DEFAULT_LIMITS = "stuck()"
+#: The threshold factors of the trade-off curve in ``--html``.
+SWEEP = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="run files, or folders to search for them"
+    )
+    parser.add_argument(
+        "--limits",
+        metavar="EXPR",
+        help=f'a limit expression, e.g. "max_turns(30) | stuck()" (default: {DEFAULT_LIMITS})',
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="a haltwise.toml policy whose limits are audited too"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained page with plots")
+    parser.add_argument(
+        "--suggest",
+        action="store_true",
+        help="propose limits from the runs themselves (within which 95%% of solved runs ended)",
+    )
+    parser.add_argument(
+        "--model", metavar="NAME", help="the model of runs whose files do not name it"
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar on standard error"
+    )
+
+
+class _Ticker(Protocol):
+    def __call__(self, description: str) -> None: ...
+
+
+@contextmanager
+def _progress(total: int, enabled: bool, stream: IO[str]) -> Iterator[_Ticker]:
+    """A progress bar (rich's, when installed) or a plain counter, on a terminal only."""
+    if not enabled:
+        yield lambda description: None
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+    except ImportError:
+        done = 0
+
+        def tick(description: str) -> None:
+            nonlocal done
+            done += 1
+            if done == total or done % 25 == 0:
+                stream.write(f"\r  {done}/{total} files")
+                stream.flush()
+
+        yield tick
+        stream.write("\n")
+        return
+    bar = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=stream),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task("audit", total=total)
+
+        def advance(description: str) -> None:
+            bar.update(task, advance=1, description=description[:40])
+
+        yield advance
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from ..engine.limits import Limit
+    from ..pricing import Prices
+    from .expr import parse_limits, scaled
+    from .html import SweepPoint, render_page
+    from .readers import Reader, find_files
+    from .replay import RunResult, replay
+    from .report import Totals, format_table, run_record, totals_record
+    from .runs import ReadError
+    from .suggest import format_suggestions, suggest
+
+    text = args.limits if args.limits is not None else DEFAULT_LIMITS
+    if args.config is not None and args.limits is None:
+        text = ""
+    main = parse_limits(text) if text else None
+    policy: Limit | None = None
+    if args.config is not None:
+        from ..config import load_config
+
+        policy = load_config(args.config, environ={}, search=None).limits()
+    chosen = _combine(main, policy)
+    limits: list[Limit] = [chosen]
+    sweep_texts: list[str] = []
+    if args.html and text:
+        sweep_texts = [scaled(text, factor) for factor in SWEEP]
+        limits = [_combine(parse_limits(item), policy) for item in sweep_texts]
+    chosen_index = SWEEP.index(1.0) if sweep_texts else 0
+
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        print(f"haltwise audit: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    pricer = Prices()
+    reader = Reader(model=args.model, known_model=pricer.knows)
+    files = list(find_files(args.paths))
+    results: list[RunResult] = []
+    swept: list[list[RunResult]] = [[] for _ in limits]
+    errors: list[ReadError] = []
+    show = not args.no_progress and sys.stderr.isatty() and len(files) > 1
+    with _progress(len(files), show, sys.stderr) as tick:
+        for path, corpus in files:
+            for item in reader.read(path, corpus):
+                if isinstance(item, ReadError):
+                    errors.append(item)
+                    continue
+                outcomes = replay(item, limits, pricer=pricer)
+                for index, outcome in enumerate(outcomes):
+                    swept[index].append(outcome)
+                results.append(outcomes[chosen_index])
+            tick(f"{corpus}/{path.name}")
+
+    groups = _groups(results, Totals)
+    if args.html:
+        points = []
+        if sweep_texts:
+            for factor, expression, outcomes in zip(SWEEP, sweep_texts, swept, strict=True):
+                totals = Totals()
+                for outcome in outcomes:
+                    totals.add(outcome)
+                points.append(SweepPoint(factor, expression, totals))
+        page = render_page(
+            limits=repr(chosen),
+            results=results,
+            groups=[(f"corpus {name}", totals) for name, totals in groups["corpora"].items()]
+            + [(f"model {name}", totals) for name, totals in groups["models"].items()]
+            + [("all", groups["total"]["all"])],
+            sweep=points,
+            errors=[str(error) for error in errors],
+        )
+        Path(args.html).write_text(page, encoding="utf-8")
+
+    suggestions = suggest(results) if args.suggest else []
+    if args.json:
+        document: dict[str, Any] = {
+            "limits": repr(chosen),
+            "runs": [run_record(result) for result in results],
+            "corpora": totals_record(groups["corpora"]),
+            "models": totals_record(groups["models"]),
+            "total": groups["total"]["all"].record(),
+            "errors": [
+                {"source": error.source, "position": error.position, "message": error.message}
+                for error in errors
+            ],
+        }
+        if args.suggest:
+            document["suggestions"] = [item.record() for item in suggestions]
+        if args.html:
+            document["html"] = args.html
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = sys.stdout
+        out.write(f"haltwise audit: {len(results)} runs replayed through {chosen!r}\n")
+        stopped = [result for result in results if result.stopped]
+        if stopped:
+            out.write("\nWhere runs would have stopped:\n")
+            for result in stopped:
+                label = {True: "solved", False: "not solved", None: "no label"}[
+                    result.meta.resolved
+                ]
+                out.write(
+                    f"  {result.meta.corpus}/{result.meta.run_id} ({label}): step "
+                    f"{result.stop_step} of {result.steps}, {result.stop_reason}: "
+                    f"{result.stop_message}\n"
+                )
+        failed = [result for result in results if result.error]
+        if failed:
+            out.write("\nRuns that could not be replayed with these limits:\n")
+            for result in failed:
+                out.write(f"  {result.meta.corpus}/{result.meta.run_id}: {result.error}\n")
+        out.write("\n" + format_table(groups["corpora"].items(), title="By corpus") + "\n")
+        out.write("\n" + format_table(groups["models"].items(), title="By model") + "\n")
+        out.write("\n" + format_table(groups["total"].items(), title="In all") + "\n")
+        if args.suggest:
+            out.write("\nSuggested limits, from the solved runs:\n")
+            out.write(format_suggestions(suggestions) + "\n")
+        if args.html:
+            out.write(f"\nWrote {args.html}\n")
+    for error in errors:
+        print(f"haltwise audit: {error}", file=sys.stderr)
+    if not results and not errors:
+        print("haltwise audit: no recorded runs found", file=sys.stderr)
+        return 1
+    return 1 if errors else 0
+
+
+def _combine(first: Any, second: Any) -> Any:
+    from ..engine.limits import as_limit
+
+    if first is None:
+        return as_limit(second)
+    if second is None:
+        return first
+    return first | second
+
+
+def _groups(results: list[Any], totals: Any) -> dict[str, dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {"corpora": {}, "models": {}, "total": {"all": totals()}}
+    for result in results:
+        meta = result.meta
+        for kind, name in (("corpora", meta.corpus), ("models", meta.model or "unknown model")):
+            if name not in groups[kind]:
+                groups[kind][name] = totals()
+            groups[kind][name].add(result)
+        groups["total"]["all"].add(result)
+    for kind in ("corpora", "models"):
+        groups[kind] = dict(sorted(groups[kind].items()))
+    return groups
