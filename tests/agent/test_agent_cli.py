@@ -20,6 +20,9 @@ from haltwise.cli import main
 from haltwise.eventlog import read_event_log
 from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
 
+#: The workspace, the store and the isolation from the user's environment.
+pytest_plugins = ["agent_fixtures"]
+
 MODEL = "scripted-model"
 
 

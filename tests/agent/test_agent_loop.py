@@ -32,6 +32,9 @@ from haltwise.testing import (
     tool_call,
 )
 
+#: The workspace, the store and the isolation from the user's environment.
+pytest_plugins = ["agent_fixtures"]
+
 MODEL = "scripted-model"
 PRICES = haltwise.Prices({MODEL: {"input": "1.00", "output": "4.00"}})
 

@@ -11,6 +11,9 @@ import pytest
 
 from haltwise.agent.tools import Toolbox, ToolError, Workspace
 
+#: The workspace, the store and the isolation from the user's environment.
+pytest_plugins = ["agent_fixtures"]
+
 
 def test_paths_outside_the_workspace_are_refused(workspace: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.txt"

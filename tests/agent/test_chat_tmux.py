@@ -21,6 +21,9 @@ import pytest
 
 from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
 
+#: The workspace, the store and the isolation from the user's environment.
+pytest_plugins = ["agent_fixtures"]
+
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(
     TMUX is None, reason="needs tmux to drive a real terminal (apt-get install tmux)"

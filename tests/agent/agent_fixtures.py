@@ -1,7 +1,9 @@
 """Fixtures for the agent's tests: a temporary workspace and store, and no real user state.
 
 Every test talks to ``haltwise.testing.ScriptedServer`` through the real ``openai`` client; no
-test reads the environment's keys, endpoints or the user's data directory.
+test reads the environment's keys, endpoints or the user's data directory. Each test module
+loads them (``pytest_plugins = ["agent_fixtures"]``): a second ``conftest.py`` would clash with
+``tests/conftest.py`` under mypy, as there are no ``__init__.py`` files.
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openai")
-pytest.importorskip("prompt_toolkit")
-pytest.importorskip("rich")
+HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No endpoint, key, limit or store from the environment; the data dir is a temp one."""
+def isolated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No endpoint, key, limit or store from the environment; the data dir is a temp one.
+
+    A plugin's autouse fixture reaches every test of the session: only this folder's are
+    changed."""
     import os
+
+    if HERE not in Path(str(request.node.path)).resolve().parents:
+        return
+    tmp_path: Path = request.getfixturevalue("tmp_path")
 
     for name in list(os.environ):
         if name.startswith(("HALTWISE_", "OPENAI_")):
