@@ -268,3 +268,13 @@ def test_demo_with_a_small_turn_limit_stops_at_it(capsys: pytest.CaptureFixture[
     assert main(["demo", "--max-turns", "3", "--no-stuck"]) == 0
     out = capsys.readouterr().out
     assert "Turn 3 of 3" in out and "abandoned (turn_limit)" in out
+
+
+def test_a_cost_limit_on_an_unpriced_model_fails_before_spending(
+    workspace: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ScriptedServer(["hi"], model=MODEL) as server:
+        code = main(run_args(server, workspace, store_path, "Hi.", "--max-cost", "1"))
+        assert server.requests == []
+    assert code == 2
+    assert "no price is known for model 'scripted-model'" in capsys.readouterr().err

@@ -263,6 +263,7 @@ def build_agent(
     """Settings, endpoint, store, tools and agent, from the options (``resume``: a run id, or
     ``"last"``). Raises ``ConfigurationError`` for bad values, ``AgentError`` for an endpoint
     that cannot be used."""
+    from ..engine.errors import UnpricedModelError
     from ..pricing import Prices
     from .loop import Agent
     from .store import Store
@@ -297,6 +298,12 @@ def build_agent(
     endpoint = endpoint_from(args, environ)
     client = endpoint.client()
     model = choose_model(endpoint, client)
+    prices = Prices(settings.prices) if settings.prices else None
+    if settings.max_cost is not None:
+        # Before any spending: a cost limit on a model with no known price cannot be kept.
+        known = prices or Prices()
+        if not known.knows(model):
+            raise UnpricedModelError(model, known.describe_missing(model))
     workspace = workspace_path(args, record.workspace if record is not None else None)
     toolbox = Toolbox(
         workspace,
@@ -308,7 +315,7 @@ def build_agent(
         model,
         toolbox,
         limits=limits,
-        pricer=Prices(settings.prices) if settings.prices else None,
+        pricer=prices,
         store=store,
         listener=listener,
         prompter=prompter,

@@ -10,7 +10,9 @@ Where the file lives: ``--store PATH``, else ``$HALTWISE_STORE``, else
 
 Tables: ``conversations`` (one chat, or one headless run), ``runs`` (one user prompt each, with
 its outcome), ``messages`` (a conversation's chat messages, in order), ``checkpoints`` (the
-latest counts of each run, as ``Governor.checkpoint()`` gives them).
+latest counts of each run, as ``Governor.checkpoint()`` gives them, and how many messages of its
+conversation they go with). Resuming a run forks its conversation: the resumed run's messages go
+to a new conversation, so the old one reads as it happened.
 """
 
 from __future__ import annotations
