@@ -161,6 +161,13 @@ def test_the_chat_as_a_user_meets_it(
 
         terminal.type("/turn-limit unlimited")
         terminal.wait_for("Turns: 2/∞", where="bottom")
+        terminal.type("/limits")
+        terminal.wait_for("limits (this round)")
+        terminal.wait_for("max_turns(unlimited, warn_at=0.8, on_limit='ask')     2    ∞")
+        terminal.type("/budget")
+        terminal.wait_for("this run")
+        terminal.type("/frobnicate")
+        terminal.wait_for("unknown command /frobnicate: try /help")
 
         terminal.type("Take your time.")
         terminal.wait_for("running · Ctrl-C stops", where="bottom")
