@@ -466,3 +466,36 @@ def test_endpoints_without_stream_options_still_work(workspace: Path) -> None:
         outcome = agent.send("Hi.")
     assert outcome.partial_output == "fine"
     assert "stream_options" not in server.requests[-1]
+
+
+def test_turn_limit_command_semantics(workspace: Path) -> None:
+    opened = threading.Event()
+    release = threading.Event()
+
+    def prompter(ask: Ask) -> Answer | None:
+        opened.set()
+        release.wait(5)
+        return Answer(Choice.ABORT)
+
+    limits = haltwise.max_turns(25, warn_at=0.8, on_limit="ask")
+    script = [*reads(3), reply("done"), *reads(2)]
+    with agent_for(script, workspace, limits, prompter=prompter) as (
+        agent,
+        _,
+        _seen,
+    ):
+        agent.send("Read.")
+        assert agent.status().turns == 4
+        assert agent.set_turn_limit(10).turns == 4  # N to M keeps the count
+        unlimited = agent.set_turn_limit(haltwise.UNLIMITED)
+        assert (unlimited.turns, unlimited.max_turns) == (4, None)
+        assert unlimited.widget().startswith("Turns: 4/∞")
+        again = agent.set_turn_limit(1)  # unlimited to N restarts it
+        assert (again.turns, again.max_turns) == (0, 1)
+        assert repr(agent.governor.limits) == "max_turns(1, warn_at=0.8, on_limit='ask')"
+        thread, _box = run_in_thread(agent, "More.")
+        assert opened.wait(5)
+        with pytest.raises(haltwise.ConfigurationError, match="a question is open"):
+            agent.set_turn_limit(50)
+        release.set()
+        thread.join(5)
