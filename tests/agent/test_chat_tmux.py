@@ -202,3 +202,21 @@ def test_resume_keeps_the_counts(
         terminal.wait_for("Turns: 3/25", where="bottom")  # the same run: no reset
         history = server.requests[0]["messages"]
         assert [m["role"] for m in history] == ["system", "user", "assistant", "tool", "user"]
+
+
+def test_ctrl_c_at_the_dialog_cancels_the_run(
+    workspace: Path, store_path: Path, terminals: list[Terminal]
+) -> None:
+    script = [reply("Step.", tool_calls=[tool_call("list_dir")]), reply("never")]
+    with ScriptedServer(script, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path, "--max-turns", "1"))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/1", where="bottom")
+        terminal.type("Go.")
+        terminal.wait_for("You've used 1 turns. Continue?")
+        terminal.keys("C-c")
+        terminal.wait_for("The run was cancelled: interrupted (Ctrl-C).")
+        terminal.wait_for("Turns: 1/1", where="bottom")  # the count was kept
+        assert len(server.requests) == 1
+        terminal.keys("C-c")
+        terminal.wait_for("CHAT-EXITED 0")

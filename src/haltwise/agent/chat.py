@@ -287,6 +287,9 @@ class ChatApp(Listener):
                     question.answers.put(("none", None))
                     return
                 except KeyboardInterrupt:
+                    # Cancel first, so that the run's thread sees it when the answer comes.
+                    assert self.setup is not None
+                    self.setup.agent.cancel("interrupted (Ctrl-C)")
                     question.answers.put(("cancel", None))
                     raise
                 answer = self._parse(question, text)
