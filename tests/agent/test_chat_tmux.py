@@ -213,7 +213,7 @@ def test_ctrl_c_at_the_dialog_cancels_the_run(
         terminals.append(terminal)
         terminal.wait_for("Turns: 0/1", where="bottom")
         terminal.type("Go.")
-        terminal.wait_for("You've used 1 turns. Continue?")
+        terminal.wait_for("You've used 1 turn. Continue?")
         terminal.keys("C-c")
         terminal.wait_for("The run was cancelled: interrupted (Ctrl-C).")
         terminal.wait_for("Turns: 1/1", where="bottom")  # the count was kept

@@ -515,7 +515,8 @@ class _MaxTurns(_CountLimit):
 
     def question(self, ctx: Context) -> str:
         slot = ctx.slot(self)
-        return f"You've used {slot.tally.turns - slot.baseline} turns. Continue?"
+        used = slot.tally.turns - slot.baseline
+        return f"You've used {used} {'turn' if used == 1 else 'turns'}. Continue?"
 
     def warning(self, slot: Slot, ctx: Context) -> str | None:
         if self.maximum is None or self.warn_at is None:
