@@ -487,6 +487,19 @@ def _read_swe_agent(
 
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_OUTPUT = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)</\1>", re.DOTALL)
+_ELIDED = re.compile(r"<elided_chars>\s*(\d+)\s*characters elided\s*</elided_chars>")
+
+
+def _command_output(message: str) -> str:
+    """What the command printed, from mini-swe-agent's ``<returncode>``/``<output>`` message
+    (the head and tail of a long output, with the warning around them left out)."""
+    parts = [text for _, text in _OUTPUT.findall(message)]
+    if not parts:
+        return message
+    elided = _ELIDED.search(message)
+    middle = f"\n[{elided.group(1)} characters elided]\n" if elided else "\n"
+    return middle.join(part.rstrip("\n") for part in parts)
 
 
 def _read_mini(
@@ -542,7 +555,7 @@ def _read_mini(
                 timed_out = code is None and "timed out" in reply_text[:400].lower()
                 result = ToolResult(
                     "bash",
-                    content=reply_text,
+                    content=_command_output(reply_text) if code else reply_text,
                     call_id=str(index),
                     exit_code=int(code.group(1)) if code else None,
                     is_error=timed_out,

@@ -35,55 +35,76 @@ CLEAR, WARNED, BLOCKED = 0, 1, 2
 Verdict = str | Warn | Block | None
 
 
+#: The last judgement of novelty: (result, action, window signature, answer). Every detector
+#: of a governor judges the same result against the same window, so it is judged once.
+_judged: tuple[ResultInfo, int, tuple[int, int], bool] | None = None
+
+
 class Recent:
     """The last ``size`` results, by reference: what counts as *already seen*.
 
     A result carries new information when at least one of its lines is new text (not merely
     new digits: a file viewer's line count, a counter; not merely the call's own arguments
     repeated back: "No matches found for 'x'"), or when at least half of its lines changed. A
-    new action that succeeded quietly (no output, or a line or three) counts too: commands that
+    new action that succeeded quietly (no output, or one line) counts too: commands that
     change state (``sed -i``, ``mkdir``, ``cd``, an edit tool) say little; an ``echo`` of its
     own arguments does not. Judging costs O(lines x size) set
     lookups, with at most 64 lines per result; memory is ``size`` references, shared with
     every other detector that looks at the same results.
     """
 
-    __slots__ = ("_items", "_keys", "size")
+    __slots__ = ("_items", "_keys", "_signature", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: deque[tuple[int, ResultInfo]] = deque()
         self._keys: dict[int, int] = {}
+        #: What the window holds, in brief: detectors that saw the same results agree on it.
+        self._signature = 0
 
     def is_new(self, key: int, result: ResultInfo) -> bool:
+        global _judged
+        memo = _judged
+        signature = (self._signature, len(self._items))
+        if memo is not None and memo[0] is result and memo[1] == key and memo[2] == signature:
+            return memo[3]
+        answer = self._judge(key, result)
+        _judged = (result, key, signature, answer)
+        return answer
+
+    def _judge(self, key: int, result: ResultInfo) -> bool:
         items = self._items
         if not items:
             return True
         lines = result.lines
         if lines:
-            results = [info for _, info in items]
+            exact = frozenset().union(*(info.exact for _, info in items))
             changed = 0
-            for exact, masked in lines:
-                if not any(exact in info.exact for info in results):
-                    if not any(masked in info.masked for info in results):
-                        return True  # a line of new text
+            for line, _ in lines:
+                if line not in exact:
                     changed += 1
-            if 2 * changed >= len(lines):
-                return True
+            if changed:
+                masks = frozenset().union(*(info.masked for _, info in items))
+                if any(masked not in masks for _, masked in lines):
+                    return True  # a line of new text
+                if 2 * changed >= len(lines):
+                    return True
         # Nothing new to read. A new action that succeeded quietly ("File updated", or no output
         # at all) may have changed state; an echo of its own arguments did not.
         return (
             result.error is None
             and not result.echo_only
-            and len(lines) <= 3
+            and len(lines) <= 1
             and key not in self._keys
         )
 
     def push(self, key: int, result: ResultInfo) -> None:
         self._items.append((key, result))
         self._keys[key] = self._keys.get(key, 0) + 1
+        self._signature += id(result) ^ key
         if len(self._items) > self.size:
-            old, _ = self._items.popleft()
+            old, info = self._items.popleft()
+            self._signature -= id(info) ^ old
             count = self._keys[old] - 1
             if count:
                 self._keys[old] = count

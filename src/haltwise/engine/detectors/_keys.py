@@ -61,10 +61,11 @@ DEFAULT_IGNORED_FIELDS: Final = frozenset(
 )
 
 #: How much of an output is normalized: its head and its tail (a digest covers the whole).
-HEAD_CHARS: Final = 16_384
+HEAD_CHARS: Final = 8_192
 TAIL_CHARS: Final = 4_096
-#: How many lines of a result are hashed for the new-information test (head and tail halves).
-MAX_LINES: Final = 64
+#: How many distinct lines of a result are compared (head and tail halves), and how much of each.
+MAX_LINES: Final = 96
+MAX_LINE_CHARS: Final = 240
 #: How much of an action or result is quoted in a message.
 PREVIEW_CHARS: Final = 80
 
@@ -74,30 +75,82 @@ _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 # Masks, applied in this order. Each names what it hides, so a message can still be read.
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_UUID = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+# One pass over the text for every mask (a regex per mask costs a scan each), with no named
+# groups and a character class or literal first in every branch, which lets the scan skip
+# ahead; ``_mask`` tells the kinds apart from the text matched.
+_VOLATILE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    r"|\d{1,2}:\d\d:\d\d(?:[.,]\d+)?"
+    r"|0x[0-9a-fA-F]+"
+    r"|\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
+    r"|[0-9a-f]{7,}\b"
+    r"|(?:pid|PID|Pid|process|Process|thread|Thread)[ =:#]+\d+"
+    r"|sh: line \d+:"
+    r"|/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+"
+    r"|tmp[a-z0-9_]{6,}"
 )
-_DATETIME = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+_NUMBER = re.compile(r"\d+")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+
+
+def _mask(match: re.Match[str]) -> str:
+    text = match.group()
+    start = match.start()
+    first = text[0]
+    glued = start > 0 and (match.string[start - 1].isalnum() or match.string[start - 1] == "_")
+    if first == "/":
+        return "<tmp>"
+    if text.startswith("sh: line"):
+        return "sh: line <n>:"
+    if first in "pPtT":
+        # pid 42, process=42, thread #42; or a temp name, tmpab12cd3x.
+        if text.startswith("tmp"):
+            return text if glued else "<tmp>"
+        return _NUMBER.sub("<n>", text)
+    if glued:
+        return text
+    if len(text) == 36 and text[8] == "-":
+        return "<uuid>"
+    if text.startswith(("0x", "0X")):
+        return "<hex>"
+    if ":" in text or (len(text) >= 10 and text[4] == "-"):
+        return "<time>"
+    if text[-1].isalpha() and not any(c in "abcdefABCDEF" for c in text[:-1].rstrip("msecondhru ")):
+        return "<duration>"
+    # A bare hex id: at least one digit and one letter (a plain number is not an id).
+    if any(c.isdigit() for c in text) and any(c in "abcdef" for c in text):
+        return "<hex>"
+    return text
+
+
+def _mask_text(text: str) -> str:
+    """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
+    if "tmp" in text or "/var/folders" in text:
+        return _VOLATILE.sub(_mask, text)
+    lines = text.split("\n")
+    marked = [
+        index for index, line in enumerate(lines) if len(line.translate(_NO_DIGITS)) != len(line)
+    ]
+    if not marked:
+        return text
+    masked = _VOLATILE.sub(_mask, "\n".join(lines[index] for index in marked)).split("\n")
+    if len(masked) != len(marked):  # pragma: no cover - no mask spans a line break
+        return _VOLATILE.sub(_mask, text)
+    for index, line in zip(marked, masked, strict=True):
+        lines[index] = line
+    return "\n".join(lines)
+
+
+#: In arguments only ids and clocks are volatile: a number there is what the model asked for.
+_ARGUMENT_VOLATILE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"
 )
-_CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
-_TEMP = re.compile(
-    r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders)/[^\s'\"`:,)\]]+"
-    r"|\btmp[a-z0-9_]{6,}\b"
-    r"|[A-Za-z]:\\[^\s]*\\Temp\\[^\s'\"]+",
-    re.IGNORECASE,
-)
-_DURATION = re.compile(
-    r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
-)
-_PID = re.compile(r"\b(pid|process|thread)([ =:#]+)\d+\b", re.IGNORECASE)
-_SHELL_LINE = re.compile(r"\b((?:ba|z|da)?sh): line \d+:")
-_PROMPT_JOB = re.compile(r"^\[\d+\](?:[+-])? +\d+$", re.MULTILINE)
-_SPACES = re.compile(r"[ \t]+")
+
 
 #: A leading line number as file viewers print it (``12:``, ``  12 |``, ``12\t``).
-_LINE_NUMBER = re.compile(r"^\s*\d+(?::|\s*[|│]|\t)")
+_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?::|[ \t]*[|│]|\t)", re.MULTILINE)
 _DIGITS = re.compile(r"\d+")
 
 # --------------------------------------------------------------------------------------------
@@ -129,16 +182,7 @@ def normalize_output(text: str) -> str:
     if "\r" in text:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    text = _UUID.sub("<uuid>", text)
-    text = _DATETIME.sub("<time>", text)
-    text = _CLOCK.sub("<time>", text)
-    text = _TEMP.sub("<tmp>", text)
-    text = _HEX.sub("<hex>", text)
-    text = _DURATION.sub("<duration>", text)
-    text = _PID.sub(r"\1\2<n>", text)
-    text = _SHELL_LINE.sub(r"\1: line <n>:", text)
-    text = _PROMPT_JOB.sub("[<n>] <n>", text)
-    return _SPACES.sub(" ", text).strip()
+    return _mask_text(text).strip()
 
 
 def error_class(
@@ -186,8 +230,7 @@ def error_class(
 def _mask_value(value: str) -> str:
     value = value.strip()
     if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
-        value = _UUID.sub("<uuid>", value)
-        value = _DATETIME.sub("<time>", value)
+        value = _ARGUMENT_VOLATILE.sub(_mask, value)
     return value
 
 
@@ -328,25 +371,34 @@ def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
     return _shorten(f"{name} {shown}")
 
 
-def _normalized_parts(content: str) -> tuple[str, bool]:
-    if len(content) <= HEAD_CHARS + TAIL_CHARS:
-        return normalize_output(content), False
-    head = normalize_output(content[:HEAD_CHARS])
-    tail = normalize_output(content[-TAIL_CHARS:])
-    return f"{head}\n…\n{tail}", True
-
-
-def _line_hashes(normalized: str) -> tuple[tuple[int, int], ...]:
-    lines: dict[str, None] = {}
-    for raw in normalized.split("\n"):
-        line = _LINE_NUMBER.sub("", raw).strip()
+def _sample(content: str) -> tuple[list[str], bool]:
+    """The distinct lines of ``content`` that detectors compare, normalized (at most
+    ``MAX_LINES``: the first and last halves), and whether some of the output was left out."""
+    truncated = len(content) > HEAD_CHARS + TAIL_CHARS
+    text = f"{content[:HEAD_CHARS]}\n{content[-TAIL_CHARS:]}" if truncated else content
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        # A progress bar redraws its line: keep what was left on screen.
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    distinct: dict[str, None] = {}
+    for raw in _LINE_NUMBER.sub("", text).split("\n"):
+        line = " ".join(raw.split())[:MAX_LINE_CHARS]
         if line:
-            lines[line] = None
-    chosen = list(lines)
-    if len(chosen) > MAX_LINES:
+            distinct[line] = None
+    lines = list(distinct)
+    if len(lines) > MAX_LINES:
         half = MAX_LINES // 2
-        chosen = chosen[:half] + chosen[-half:]
-    return tuple((hash(line), hash(_DIGITS.sub("#", line))) for line in chosen)
+        lines = lines[:half] + lines[-half:]
+        truncated = True
+    # Masked after sampling: only the lines kept are scanned.
+    masked = _mask_text("\n".join(lines))
+    return list(dict.fromkeys(masked.split("\n"))), truncated
+
+
+def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
+    masked = _DIGITS.sub("#", "\n".join(lines)).split("\n")
+    return tuple((hash(line), hash(other)) for line, other in zip(lines, masked, strict=True))
 
 
 _QUOTED = re.compile(r'"([^"\n]{3,200})"|\'([^\'\n]{3,200})\'')
@@ -387,19 +439,23 @@ def _analyze_call(
 def _analyze_result(
     content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...] = ()
 ) -> ResultInfo:
-    normalized, truncated = _normalized_parts(content)
+    lines, truncated = _sample(content)
+    normalized = "\n".join(lines)
     error = error_class(content, is_error=is_error, exit_code=exit_code)
     digest = hashlib.blake2b(digest_size=8)
     digest.update(normalized.encode("utf-8", "surrogatepass"))
     digest.update(f"\x00{exit_code}\x00{error}".encode())
     if truncated:
+        # The sample left some of the output out: let the whole of it tell results apart.
         digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
     echo_only = False
-    judged = normalized
+    judged = lines
     if echoes and normalized:
+        text = normalized
         for echo in echoes:
-            judged = judged.replace(echo, _ARG)
-        echo_only = _ONLY_ARGS.match(judged) is not None
+            text = text.replace(echo, _ARG)
+        echo_only = _ONLY_ARGS.match(text) is not None
+        judged = list(dict.fromkeys(text.split("\n")))
     return ResultInfo(
         int.from_bytes(digest.digest(), "big"),
         _line_hashes(judged),

@@ -1,0 +1,120 @@
+"""Canonical action keys, normalized outputs, error classes and result fingerprints."""
+
+from __future__ import annotations
+
+import pytest
+
+from haltwise.engine.detectors import (
+    action_key,
+    canonical_arguments,
+    error_class,
+    normalize_output,
+    result_fingerprint,
+)
+
+
+def test_keys_are_sorted_canonical_json() -> None:
+    assert action_key("read", {"b": 2, "a": "x"}) == action_key("read", {"a": "x", "b": 2})
+    assert action_key("read", '{"b": 2, "a": "x"}') == action_key("read", {"a": "x", "b": 2})
+    assert canonical_arguments({"b": 2, "a": "x"}) == b'{"a":"x","b":2}'
+
+
+def test_nested_arguments_are_canonical_too() -> None:
+    first = {"filter": {"z": [1, 2], "a": {"y": True}}, "limit": 5}
+    second = {"limit": 5, "filter": {"a": {"y": True}, "z": [1, 2]}}
+    assert action_key("search", first) == action_key("search", second)
+    assert action_key("search", first) != action_key("search", {**second, "limit": 6})
+
+
+def test_volatile_fields_and_thoughts_are_left_out() -> None:
+    plain = action_key("fetch", {"url": "https://a.test"})
+    noisy = {
+        "url": "https://a.test",
+        "request_id": "r-81",
+        "timestamp": 1700000000,
+        "thought": "maybe this time",
+        "reasoning": "it failed before",
+    }
+    assert action_key("fetch", noisy) == plain
+
+
+def test_ids_and_clocks_inside_values_are_masked_but_numbers_are_not() -> None:
+    first = {"query": "job 550e8400-e29b-41d4-a716-446655440000 at 2024-05-01T10:00:00Z"}
+    second = {"query": "job 123e4567-e89b-12d3-a456-426614174000 at 2024-06-02T11:30:00Z"}
+    assert action_key("logs", first) == action_key("logs", second)
+    assert action_key("goto", {"line": 100}) != action_key("goto", {"line": 200})
+
+
+def test_command_lines_are_trimmed_not_rewritten() -> None:
+    assert action_key("bash", "ls -la \n") == action_key("bash", "ls -la")
+    assert action_key("bash", "ls -la") != action_key("bash", "ls -l")
+
+
+def test_other_fields_to_ignore_can_be_given() -> None:
+    assert canonical_arguments({"q": "x", "page_token": "abc"}, frozenset({"page_token"})) == (
+        canonical_arguments({"q": "x"})
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("\x1b[31mFAILED\x1b[0m test_a", "FAILED test_a"),
+        ("started pid 4242", "started pid 77"),
+        ("object at 0x7f3a9c2d10", "object at 0x55d1e0a9f8"),
+        ("commit 3f9a2c1b7d in main", "commit a81c0e45ff in main"),
+        ("ran in 0.53s", "ran in 12.9s"),
+        ("done at 2024-05-01 10:00:01", "done at 2025-01-09 23:59:59"),
+        ("wrote /tmp/tmpa8x9_2kq/out.txt", "wrote /tmp/tmpzz12ab_p/out.txt"),
+        (
+            "/bin/bash: line 968: javac: command not found",
+            "/bin/bash: line 12: javac: command not found",
+        ),
+        (
+            "request 550e8400-e29b-41d4-a716-446655440000",
+            "request 123e4567-e89b-12d3-a456-426614174000",
+        ),
+    ],
+)
+def test_volatile_details_are_masked(first: str, second: str) -> None:
+    assert normalize_output(first) == normalize_output(second)
+    assert result_fingerprint(first) == result_fingerprint(second)
+
+
+def test_what_matters_is_kept() -> None:
+    assert result_fingerprint("3 failed, 10 passed") != result_fingerprint("2 failed, 11 passed")
+    assert result_fingerprint("ok", exit_code=0) != result_fingerprint("ok", exit_code=1)
+    assert result_fingerprint("x = 1") != result_fingerprint("x = 2")
+
+
+def test_a_truncated_output_is_told_apart_by_a_digest_of_the_whole() -> None:
+    head, tail = "start\n" * 3000, "end\n" * 2000
+    first = head + "middle one\n" + tail
+    second = head + "middle two\n" + tail
+    assert result_fingerprint(first) != result_fingerprint(second)
+    assert result_fingerprint(first) == result_fingerprint(first)
+
+
+@pytest.mark.parametrize(
+    ("content", "flags", "expected"),
+    [
+        ("Traceback (most recent call last):\n  ...\nKeyError: 'x'", {}, "KeyError"),
+        ("/bin/bash: line 3: javac: command not found", {}, "command not found"),
+        ("cat: nope.txt: No such file or directory", {}, "no such file or directory"),
+        ('No matches found for "Parser" in /repo', {}, "not found"),
+        ("all good", {}, None),
+        ("all good", {"exit_code": 0}, None),
+        ("boom", {"exit_code": 2}, "error, exit 2"),
+        ("ValueError: bad", {"exit_code": 1}, "ValueError, exit 1"),
+        ("something went wrong", {"is_error": True}, "error"),
+        # A passing command that prints an exception's name is not a failure.
+        ("KeyError: expected in this test", {"exit_code": 0}, None),
+    ],
+)
+def test_error_classes(content: str, flags: dict[str, object], expected: str | None) -> None:
+    assert error_class(content, **flags) == expected  # type: ignore[arg-type]
+
+
+def test_a_long_listing_mentioning_not_found_is_not_an_error() -> None:
+    listing = "\n".join(f"test_case_{index}: expects 'not found' handling" for index in range(30))
+    assert error_class(listing) is None

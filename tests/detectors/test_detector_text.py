@@ -1,0 +1,157 @@
+"""monologue() and degenerate_text(): turns with no tool call, and text chanted over and over."""
+
+from __future__ import annotations
+
+import pytest
+
+from haltwise import (
+    Governor,
+    Injected,
+    ModelResponse,
+    RunStarted,
+    Stop,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+    Warn,
+)
+from haltwise.engine.decisions import Decision
+from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
+from haltwise.engine.limits import Limit
+from haltwise.testing import FakeClock
+
+
+def _governor(limit: Limit) -> Governor:
+    governor = Governor(limit, clock=FakeClock())
+    governor.handle(RunStarted(prompt="go"))
+    return governor
+
+
+def _talk(governor: Governor, text: str) -> Decision:
+    """A turn in which the model only writes ``text``; the strongest decision of the turn."""
+    decisions = [
+        governor.handle(TurnStarting()),
+        governor.handle(ModelResponse(text=text)),
+        governor.handle(TurnEnded(text=text)),
+    ]
+    for kinds in ((Stop,), (Warn,)):
+        for decision in decisions:
+            if isinstance(decision, kinds):
+                return decision
+    return decisions[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# monologue
+
+
+def test_turns_without_a_tool_call_nudge_then_stop() -> None:
+    governor = _governor(monologue(3))
+    decisions = [_talk(governor, f"Let me think about this, part {turn}.") for turn in range(5)]
+    assert not isinstance(decisions[1], Warn)
+    assert isinstance(decisions[2], Warn)
+    assert "3 turns in a row without a tool call" in decisions[2].message
+    assert isinstance(decisions[3], Warn)  # the last note before the stop
+    assert isinstance(decisions[4], Stop)
+    assert decisions[4].outcome.reason == "stuck.monologue"
+
+
+def test_the_same_message_three_times_trips_sooner() -> None:
+    governor = _governor(monologue(10))
+    decisions = [_talk(governor, "I will now fix the bug.") for _ in range(3)]
+    assert isinstance(decisions[-1], Warn)
+    assert "the same message" in decisions[-1].message
+
+
+def test_a_tool_call_or_a_user_message_starts_the_count_again() -> None:
+    governor = _governor(monologue(3))
+    _talk(governor, "one")
+    _talk(governor, "two")
+    governor.handle(TurnStarting())
+    governor.handle(ToolCall("ls", {}, call_id="x"))
+    governor.handle(ToolResult("ls", "a", call_id="x"))
+    governor.handle(TurnEnded())
+    assert not isinstance(_talk(governor, "three"), Warn)
+    _talk(governor, "four")
+    governor.handle(Injected(text="any news?"))
+    assert not isinstance(_talk(governor, "five"), Warn)
+
+
+def test_a_conversation_with_a_user_is_not_a_monologue() -> None:
+    governor = _governor(monologue(2))
+    for turn in range(10):
+        assert not isinstance(_talk(governor, f"Here is answer {turn}."), Warn | Stop)
+        governor.handle(Injected(text=f"question {turn}"))
+
+
+# --------------------------------------------------------------------------------------------
+# degenerate text
+
+CHANT = "I will now carefully fix the failing test. " * 14
+
+
+def test_a_chant_is_found() -> None:
+    found = find_degenerate("Looking at the issue.\n\n" + CHANT)
+    assert found is not None
+    piece, count = found
+    assert "fix the failing test" in piece
+    assert count >= 10
+
+
+def test_a_chant_without_spaces_is_found() -> None:
+    assert find_degenerate("ha" * 400) is not None
+
+
+def test_ordinary_prose_is_not_degenerate() -> None:
+    text = (
+        "The parser reads the header first. Then it walks the body, one token at a time, and "
+        "keeps a stack of open scopes. When a scope closes, its symbols are resolved against "
+        "the enclosing scope; unresolved names are reported with their line and column. "
+    ) * 3
+    assert find_degenerate(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A table repeats its separators and cells.
+        "| name | value | unit |\n|------|-------|------|\n"
+        + "| retry_limit_for_each_remote_call | 3 | calls |\n" * 30,
+        # Code repeats by nature.
+        "```python\n" + "assert parse(example_input_value) == expected_output_value\n" * 30 + "```",
+        # Indented code too.
+        "Example:\n\n" + "    register_handler(event_type_name, callback_function)\n" * 30,
+        # List items that share a long prefix are still a list.
+        "\n".join(
+            f"- Updated `src/haltwise/engine/detectors/module_{index}.py` to use the new key"
+            for index in range(30)
+        ),
+        # A horizontal rule is not a chant.
+        "Section one.\n\n" + "-" * 400 + "\n\nSection two.",
+    ],
+)
+def test_markdown_structure_is_not_degenerate(text: str) -> None:
+    assert find_degenerate(text) is None
+
+
+def test_a_list_of_identical_items_is_degenerate() -> None:
+    text = "Next steps:\n" + "- Run the test suite again\n" * 12
+    assert find_degenerate(text) is not None
+
+
+def test_degenerate_text_nudges_then_stops() -> None:
+    governor = _governor(degenerate_text())
+    first = _talk(governor, CHANT)
+    assert isinstance(first, Warn)
+    assert "written" in first.message
+    assert isinstance(_talk(governor, CHANT + " again"), Warn)
+    stop = _talk(governor, CHANT + " and again")
+    assert isinstance(stop, Stop)
+    assert stop.outcome.reason == "stuck.degenerate"
+
+
+def test_degenerate_text_repr() -> None:
+    assert repr(degenerate_text()) == "degenerate_text(10)"
+    assert repr(degenerate_text(12, chunk=40)) == "degenerate_text(12, chunk=40)"
+    assert repr(monologue(8, same=4)) == "monologue(8, same=4)"
