@@ -187,7 +187,7 @@ def totals_record(groups: dict[str, Totals]) -> dict[str, Any]:
 def _money(amount: Decimal, unknown: int, runs: int) -> str:
     if runs and unknown == runs:
         return "cost unknown"
-    text = f"${amount:,.2f}"
+    text = f"${amount:,.2f}" if amount >= 1 or amount == 0 else f"${amount:.4f}"
     return f"{text} (+{unknown} unknown)" if unknown else text
 
 

@@ -1,0 +1,213 @@
+"""Readers of recorded runs: each format, detected per file, becomes the governor's event stream."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from haltwise import (
+    Injected,
+    ModelResponse,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from haltwise.audit.readers import detect_format, find_files, read_paths
+from haltwise.audit.runs import USAGE_ESTIMATED, USAGE_NONE, USAGE_PER_STEP, ReadError, Run
+
+DATA = Path(__file__).parent / "data"
+
+
+def _runs(path: Path, **options: object) -> list[Run]:
+    found = list(read_paths([path], **options))  # type: ignore[arg-type]
+    assert all(isinstance(item, Run) for item in found), found
+    return [item for item in found if isinstance(item, Run)]
+
+
+def _kinds(run: Run) -> list[str]:
+    return [type(event).__name__ for event in run.events]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("swe-agent/run1/demo__repo-1.traj", "swe-agent"),
+        ("mini/demo__mini-1.traj.json", "mini-swe-agent"),
+        ("tau/gpt-4o-airline.json", "tau-bench"),
+        ("openai/support-42.json", "openai"),
+        ("haltwise/session.jsonl", "haltwise"),
+        ("broken/notes.json", None),
+    ],
+)
+def test_formats_are_detected_from_each_file(name: str, kind: str | None) -> None:
+    assert detect_format(DATA / name) == kind
+
+
+def test_sidecar_reports_are_not_taken_for_runs() -> None:
+    names = {path.name for path, _ in find_files([DATA / "swe-agent", DATA / "mini"])}
+    assert names == {"demo__repo-1.traj", "demo__repo-2.traj", "demo__mini-1.traj.json"}
+
+
+def test_the_corpus_is_the_first_folder_under_the_path_given() -> None:
+    corpora = {corpus for _, corpus in find_files([DATA])}
+    assert corpora == {"swe-agent", "mini", "tau", "openai", "haltwise", "broken"}
+    assert {corpus for _, corpus in find_files([DATA / "tau" / "gpt-4o-airline.json"])} == {"tau"}
+
+
+def test_swe_agent_trajectories() -> None:
+    runs = {run.meta.run_id: run for run in _runs(DATA / "swe-agent")}
+    # The corpus is the first folder under the path given: here "run1".
+    looping, solved = runs["demo__repo-1"], runs["demo__repo-2"]
+    assert looping.meta.corpus == "run1"
+    meta = looping.meta
+    assert meta.format == "swe-agent"
+    assert meta.model == "gpt-4-0125-preview"  # from args.yaml beside the run
+    assert meta.resolved is False
+    assert solved.meta.resolved is True  # from final_report.json
+    assert meta.exit_status == "exit_cost"
+    assert meta.ended_on_limit
+    assert meta.usage == USAGE_ESTIMATED
+    assert meta.recorded_cost == Decimal("2.1")
+    kinds = _kinds(looping)
+    assert kinds[0] == "RunStarted"
+    assert kinds[-1] == "RunEnded"
+    # One turn per step; the harness's "exit_cost" pseudo-step is not a model call.
+    assert kinds.count("TurnStarting") == 10
+    responses = [event for event in looping.events if isinstance(event, ModelResponse)]
+    assert sum(event.input_tokens for event in responses) == 200_000
+    assert sum(event.output_tokens for event in responses) == 3_000
+    # Later prompts carry the conversation so far: they are spread by prompt size.
+    assert responses[-1].input_tokens > responses[0].input_tokens
+    calls = [event for event in looping.events if isinstance(event, ToolCall)]
+    assert calls[2].name == "find_file"
+    assert calls[2].arguments == {"command": 'find_file "Lexer"\n'}
+
+
+def test_a_model_can_be_named_when_files_do_not() -> None:
+    (run,) = _runs(DATA / "tau" / "gpt-4o-airline.json", model="my-model")[:1]
+    assert run.meta.model == "my-model"
+
+
+def test_mini_swe_agent_trajectories() -> None:
+    (run,) = _runs(DATA / "mini")
+    meta = run.meta
+    assert meta.model == "google/gemini-3-pro-preview"
+    assert meta.usage == USAGE_PER_STEP
+    assert meta.resolved is False
+    responses = [event for event in run.events if isinstance(event, ModelResponse)]
+    assert len(responses) == 9
+    assert responses[0].input_tokens == 1000
+    assert responses[0].cost == Decimal("0.003")
+    # A format error is a turn with no tool call.
+    assert responses[1].tool_calls == 0
+    results = [event for event in run.events if isinstance(event, ToolResult)]
+    assert results[0].exit_code == 0
+    assert results[0].content == "setup.py\nsrc"
+    assert results[1].exit_code == 1
+
+
+def test_tau_bench_results() -> None:
+    runs = _runs(DATA / "tau", known_model=lambda name: name == "gpt-4o")
+    assert [run.meta.run_id for run in runs] == ["task7-trial0", "task7-trial1"]
+    assert [run.meta.resolved for run in runs] == [True, False]
+    assert runs[0].meta.model == "gpt-4o"  # the file's name starts with a model's name
+    assert runs[0].meta.usage == USAGE_NONE
+    assert runs[0].meta.exit_status == "user_stop"
+    events = runs[0].events
+    assert isinstance(events[0], RunStarted)
+    assert events[0].prompt == "Hi, change my flight."
+    assert any(isinstance(event, Injected) for event in events)  # the user's later messages
+    call = next(event for event in events if isinstance(event, ToolCall))
+    result = next(event for event in events if isinstance(event, ToolResult))
+    assert call.call_id == result.call_id == "call_0a"
+    assert result.name == "get_reservation_details"
+    # No usage: a model response with no model name, so that no price is guessed ($0).
+    assert all(event.model == "" for event in events if isinstance(event, ModelResponse))
+
+
+def test_openai_transcripts() -> None:
+    (run,) = _runs(DATA / "openai")
+    assert run.meta.run_id == "support-42"
+    assert run.meta.model == "gpt-4o"
+    assert run.meta.resolved is False
+    assert run.meta.usage == USAGE_PER_STEP
+    responses = [event for event in run.events if isinstance(event, ModelResponse)]
+    assert [event.input_tokens for event in responses][:2] == [500, 600]
+    assert all(event.model == "gpt-4o" for event in responses)
+    assert _kinds(run)[:6] == [
+        "RunStarted",
+        "TurnStarting",
+        "ModelRequest",
+        "ModelResponse",
+        "ToolCall",
+        "ToolResult",
+    ]
+
+
+def test_a_bare_list_of_messages_is_one_run(tmp_path: Path) -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    (tmp_path / "chat.json").write_text(json.dumps(messages))
+    (run,) = _runs(tmp_path)
+    assert _kinds(run) == [
+        "RunStarted",
+        "TurnStarting",
+        "ModelRequest",
+        "ModelResponse",
+        "TurnEnded",
+        "RunEnded",
+    ]
+
+
+def test_haltwise_event_logs() -> None:
+    runs = _runs(DATA / "haltwise")
+    assert [run.meta.run_id for run in runs] == ["log-1", "log-2"]
+    first, second = runs
+    assert first.meta.resolved is True
+    assert first.meta.model == "gpt-4o-mini"
+    assert second.meta.resolved is False
+    assert second.meta.exit_status == "max_turns"
+    assert isinstance(first.events[-1], RunEnded)
+    assert isinstance(second.events[1], TurnStarting)
+    assert isinstance(second.events[-1], TurnEnded)
+    costs = [event.cost for event in first.events if isinstance(event, ModelResponse)]
+    assert costs == [Decimal("0.0002")] * 3
+
+
+def test_a_malformed_file_names_the_file_and_the_position_and_the_rest_still_runs() -> None:
+    found = list(read_paths([DATA / "broken", DATA / "openai"]))
+    errors = {Path(item.source).name: item for item in found if isinstance(item, ReadError)}
+    assert set(errors) == {"truncated.traj", "bad-line.jsonl", "tau-gpt-4o.json", "notes.json"}
+    assert errors["truncated.traj"].position.startswith("line 1, column")
+    assert errors["bad-line.jsonl"].position == "line 2"
+    assert "nme" in errors["bad-line.jsonl"].message
+    assert errors["tau-gpt-4o.json"].position == "item 1"
+    assert "truncated.traj" in str(errors["truncated.traj"])
+    runs = [item for item in found if isinstance(item, Run)]
+    # The good item of the broken tau file, and the transcript, are still read.
+    assert {run.meta.run_id for run in runs} == {"task1-trial0", "support-42"}
+
+
+def test_json_lists_are_read_item_by_item(tmp_path: Path) -> None:
+    results = [
+        {
+            "task_id": index,
+            "trial": 0,
+            "reward": index % 2,
+            "traj": [{"role": "user", "content": "x"}],
+        }
+        for index in range(50)
+    ]
+    path = tmp_path / "gpt-4o-retail.json"
+    path.write_text(json.dumps(results, indent=2))
+    runs = _runs(path)
+    assert len(runs) == 50
+    assert runs[-1].meta.run_id == "task49-trial0"
