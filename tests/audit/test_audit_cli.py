@@ -1,0 +1,138 @@
+"""``haltwise audit`` as a user runs it: text, --json, --html, --suggest, --limits, --config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from haltwise.cli import main
+
+DATA = Path(__file__).parent / "data"
+GOOD = [str(DATA / name) for name in ("swe-agent", "mini", "tau", "openai", "haltwise")]
+
+
+def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *GOOD, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "runs replayed through stuck()" in out
+    assert "Where runs would have stopped:" in out
+    assert "demo__repo-1 (not solved): step 7 of 10, stuck.repeat" in out
+    assert "By corpus" in out
+    assert "By model" in out
+    assert "In all" in out
+
+
+def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *GOOD, "--json", "--limits", "max_turns(8) | stuck()"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["limits"] == "max_turns(8) | stuck()"
+    runs = {record["run_id"]: record for record in document["runs"]}
+    looping = runs["demo__repo-1"]
+    for key in (
+        "run_id",
+        "corpus",
+        "model",
+        "steps",
+        "resolved",
+        "exit_status",
+        "ended_on_limit",
+        "stop_step",
+        "stop_reason",
+        "saved_steps",
+        "saved_tokens",
+        "saved_cost",
+    ):
+        assert key in looping
+    assert looping["resolved"] is False
+    assert looping["exit_status"] == "exit_cost"
+    assert looping["ended_on_limit"] is True
+    assert looping["stop_step"] == 7
+    assert looping["stop_reason"] == "stuck.repeat"
+    assert looping["saved_steps"] == 3
+    assert runs["demo__repo-2"]["stop_step"] is None
+    assert runs["demo__repo-2"]["resolved"] is True
+    # tau-bench has no usage: its cost is unknown, never "0".
+    assert runs["task7-trial0"]["cost"] is None
+    assert set(document["corpora"]) == {"run1", "mini", "tau", "openai", "haltwise"}
+    assert document["total"]["runs"] == 8
+    assert document["errors"] == []
+
+
+def test_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "audit.html"
+    assert main(["audit", *GOOD, "--html", str(page), "--no-progress"]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!doctype html>")
+    assert html.count("<svg") >= 3  # the trade-off curve and a spend chart per corpus
+    assert "The trade-off as thresholds sweep" in html
+    assert "where haltwise stops" in html
+    assert "<script" not in html and "http" not in html.split("<body>")[1]
+    assert f"Wrote {page}" in capsys.readouterr().out
+
+
+def test_suggest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *GOOD, "--suggest", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Suggested limits" in out
+    assert "fewer than 20 solved runs" in out
+
+
+def test_malformed_files_are_named_and_the_rest_is_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["audit", str(DATA), "--json"]) == 1
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert len(document["errors"]) == 4
+    assert document["total"]["runs"] == 9
+    assert "truncated.traj at line 1, column" in captured.err
+
+
+def test_a_bad_limit_expression_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *GOOD, "--limits", "__import__('os')"]) == 2
+    assert "is not a limit factory" in capsys.readouterr().err
+
+
+def test_a_missing_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", str(DATA / "nowhere")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_cost_limit_on_unpriced_runs_is_reported_per_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["audit", str(DATA / "haltwise"), "--limits", "max_cost('1')", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    # The log's responses carry their billed cost, so the limit can be kept.
+    assert all(record["error"] is None for record in document["runs"])
+    assert (
+        main(
+            [
+                "audit",
+                str(DATA / "swe-agent"),
+                "--model",
+                "no-such-model-9",
+                "--json",
+                "--limits",
+                "max_cost('1')",
+            ]
+        )
+        == 0
+    )
+    document = json.loads(capsys.readouterr().out)
+    errors = [record["error"] for record in document["runs"]]
+    assert all(error and "no-such-model-9" in error for error in errors)
+    assert document["total"]["errors"] == 2
+
+
+def test_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "haltwise.toml"
+    config.write_text("max_turns = 4\n")
+    assert main(["audit", *GOOD, "--config", str(config), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert "max_turns(4)" in document["limits"]
+    runs = {record["run_id"]: record for record in document["runs"]}
+    assert runs["demo__repo-2"]["stop_reason"] == "turn_limit"
+    assert runs["demo__repo-2"]["stop_step"] == 4
