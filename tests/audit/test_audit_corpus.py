@@ -36,7 +36,8 @@ def test_the_long_identical_loop_is_stopped_early(traces_dir: Path) -> None:
     path = traces_dir / "swe-agent-java" / "deepseek-coder-v2" / "fasterxml__jackson-core-1182.traj"
     (run,) = [item for item in read_paths([path]) if isinstance(item, Run)]
     (result,) = replay(run, [stuck()], pricer=Prices())
-    assert result.stop_reason == "stuck.repeat"
+    # find_file failing for one name after another, then for the same name 40 times.
+    assert result.stop_reason in ("stuck.repeat", "stuck.same_error")
     assert result.stop_step is not None
     assert result.stop_step <= 12
     assert result.saved_steps >= 40

@@ -213,7 +213,7 @@ def test_anything_else_is_refused_with_the_valid_forms(text: str) -> None:
 
 def test_thresholds_scale() -> None:
     doubled = scaled("max_turns(30) | stuck()", 2)
-    assert doubled.startswith("max_turns(60) | stuck(repeat=6, same_error=6, cycle=6")
+    assert doubled.startswith("max_turns(60) | stuck(repeat=6, same_error=6, same_tool_error=8")
     assert scaled("max_cost('2.00')", 0.5) == "max_cost('1.00')"
     assert scaled("repeats(3)", 0.1) == "repeats(2)"  # never below what the factory accepts
     assert scaled("stuck(cycle=None)", 2).count("cycle") == 1

@@ -41,6 +41,7 @@ def test_it_holds_one_detector_per_threshold() -> None:
     assert set(DEFAULTS) == {
         "repeat",
         "same_error",
+        "same_tool_error",
         "cycle",
         "scattered",
         "no_progress",

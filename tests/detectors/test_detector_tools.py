@@ -187,3 +187,14 @@ def test_polling_tools_are_not_counted() -> None:
     driver.step("job_status", {"id": 7}, "running")
     for _ in range(10):
         assert not _alarm(driver.step("job_status", {"id": 7}, "running"))
+
+
+def test_the_same_tool_failing_the_same_way_whatever_its_arguments() -> None:
+    driver = Driver(same_errors(3, tool_n=3))
+    decisions = [
+        driver.step("bash", {"command": f"javac {name}.java"}, "bash: javac: command not found")
+        for name in ("A", "B", "C")
+    ]
+    assert isinstance(decisions[-1], Warn)
+    assert "whatever its arguments" in decisions[-1].message
+    assert repr(same_errors(3, tool_n=4)) == "same_errors(3, tool_n=4)"

@@ -118,7 +118,7 @@ class Recent:
 class LadderState:
     """Where a detector stands on its ladder in one run."""
 
-    __slots__ = ("flagged", "level", "onset", "what")
+    __slots__ = ("blocked", "flagged", "level", "onset", "what")
 
     def __init__(self) -> None:
         #: ``CLEAR``, ``WARNED`` (nudged) or ``BLOCKED`` (a repeated call was refused).
@@ -129,9 +129,12 @@ class LadderState:
         self.what = ""
         #: The turn at which the pattern began, or None while there is none.
         self.onset: int | None = None
+        #: Whether a repeated call was refused.
+        self.blocked = False
 
     def clear(self) -> None:
         self.level = CLEAR
+        self.blocked = False
         self.flagged = frozenset()
         self.what = ""
         self.onset = None
@@ -231,6 +234,7 @@ class Detector(Leaf):
             return None
         if state.level == WARNED:
             state.level = BLOCKED
+            state.blocked = True
             if self.shadow:
                 return None
             return Block(
@@ -247,7 +251,8 @@ class Detector(Leaf):
 
     def _stop_message(self, state: LadderState, *, first: bool = False) -> str:
         since = f" since turn {state.onset}" if state.onset else ""
-        after = "" if first else "; it went on after a warning and a refusal"
+        refused = "a refused call" if state.blocked else "a last warning"
+        after = "" if first else f"; it went on after a warning and {refused}"
         return f"Stuck{since}: {state.what}{after} ({self!r})"
 
     def _progress(self, state: LadderState) -> None:

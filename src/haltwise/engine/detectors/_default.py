@@ -24,9 +24,10 @@ __all__ = ["DEFAULTS", "stuck"]
 DEFAULTS: dict[str, int | None] = {
     "repeat": 3,
     "same_error": 3,
+    "same_tool_error": 4,
     "cycle": 3,
     "scattered": 4,
-    "no_progress": 12,
+    "no_progress": 8,
     "monologue": 8,
     "degenerate": 10,
 }
@@ -52,6 +53,7 @@ def stuck(
     *,
     repeat: int | None = DEFAULTS["repeat"],
     same_error: int | None = DEFAULTS["same_error"],
+    same_tool_error: int | None = DEFAULTS["same_tool_error"],
     cycle: int | None = DEFAULTS["cycle"],
     scattered: int | None = DEFAULTS["scattered"],
     no_progress: int | None = DEFAULTS["no_progress"],
@@ -68,7 +70,9 @@ def stuck(
     """Every stuck detector at once, each with its threshold (``None`` leaves one out):
 
     ``repeat``: the same action and result N times in a row; ``same_error``: the same action
-    failing the same way N times in a row; ``cycle``: a period of 2..8 steps repeated N times;
+    failing the same way N times in a row; ``same_tool_error``: the same tool failing the same
+    way N times in a row, whatever its arguments; ``cycle``: a period of 2..8 steps repeated N
+    times;
     ``scattered``: the same action and result N times within ``window`` calls; ``no_progress``:
     K turns without new information; ``monologue``: N turns without a tool call;
     ``degenerate``: a chunk of text chanted N times. ``repr`` echoes the call as written.
@@ -76,6 +80,7 @@ def stuck(
     thresholds = {
         "repeat": repeat,
         "same_error": same_error,
+        "same_tool_error": same_tool_error,
         "cycle": cycle,
         "scattered": scattered,
         "no_progress": no_progress,
@@ -106,7 +111,10 @@ def stuck(
         if name == "repeat":
             members.append(repeats(value, **tool_options))
         elif name == "same_error":
-            members.append(same_errors(value, **tool_options))
+            members.append(same_errors(value, tool_n=same_tool_error, **tool_options))
+        elif name == "same_tool_error":
+            if same_error is None:
+                members.append(same_errors(value, tool_n=value, **tool_options))
         elif name == "cycle":
             members.append(cycles(value, **tool_options))
         elif name == "scattered":

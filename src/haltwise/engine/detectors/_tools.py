@@ -82,21 +82,26 @@ class _Repeats(ToolDetector):
 
 
 class _SameErrorState(ToolState):
-    __slots__ = ("last", "streak")
+    __slots__ = ("last", "streak", "tool", "tool_streak")
 
     def __init__(self, window: int) -> None:
         super().__init__(window)
+        #: The last failure (action, error class) and how many times in a row it came.
         self.last: tuple[int, str] | None = None
         self.streak = 0
+        #: The same for the tool alone, whatever its arguments (tool name, error class).
+        self.tool: tuple[str, str] | None = None
+        self.tool_streak = 0
 
 
 class _SameErrors(ToolDetector):
-    __slots__ = ("n",)
+    __slots__ = ("n", "tool_n")
     factory = "same_errors"
     reason = "stuck.same_error"
 
-    def __init__(self, n: int, args: str, **kw: Any) -> None:
+    def __init__(self, n: int, tool_n: int | None, args: str, **kw: Any) -> None:
         self.n = n
+        self.tool_n = tool_n
         super().__init__(args, **kw)
 
     def new_state(self) -> _SameErrorState:
@@ -106,8 +111,7 @@ class _SameErrors(ToolDetector):
         self, state: _SameErrorState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
         if result.error is None:
-            state.last = None
-            state.streak = 0
+            self.reset(state)
             return None
         current = (action.key, result.error)
         if current == state.last:
@@ -115,16 +119,32 @@ class _SameErrors(ToolDetector):
         else:
             state.last = current
             state.streak = 1
+        tool = (action.name, result.error)
+        if tool == state.tool:
+            state.tool_streak += 1
+        else:
+            state.tool = tool
+            state.tool_streak = 1
             if state.level == CLEAR:
                 state.onset = slot.tally.turns
-        if state.streak < self.threshold(self.n, slot, action.name):
-            return None
-        what = f"{action.preview!r} failed {_times(state.streak)} in a row with {result.error!r}"
-        return self._detected(state, slot, what, (action.key,), state.onset)
+        if state.streak >= self.threshold(self.n, slot, action.name):
+            what = (
+                f"{action.preview!r} failed {_times(state.streak)} in a row with {result.error!r}"
+            )
+            return self._detected(state, slot, what, (action.key,), state.onset)
+        if self.tool_n is not None and state.tool_streak >= self.threshold(
+            self.tool_n, slot, action.name
+        ):
+            what = (
+                f"{action.name} failed {_times(state.tool_streak)} in a row with "
+                f"{result.error!r}, whatever its arguments (last: {action.preview!r})"
+            )
+            return self._detected(state, slot, what, (action.key,), state.onset)
+        return None
 
     def reset(self, state: _SameErrorState) -> None:
-        state.last = None
-        state.streak = 0
+        state.last = state.tool = None
+        state.streak = state.tool_streak = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,6 +420,7 @@ def repeats(
 def same_errors(
     n: int = 3,
     *,
+    tool_n: int | None = None,
     window: int = _DEFAULT_WINDOW,
     polling_tools: Iterable[str] = (),
     polling_n: int | None = None,
@@ -410,8 +431,12 @@ def same_errors(
     shadow: bool = False,
 ) -> Limit:
     """The same action failing with the same error class ``n`` times in a row
-    (``stuck.same_error``), however its messages vary."""
+    (``stuck.same_error``), however its messages vary; with ``tool_n``, also the same tool
+    failing the same way ``tool_n`` times in a row whatever its arguments (arguments that
+    drift: ``javac A.java``, ``javac B.java``, each "command not found")."""
     check_int(n, "same_errors(n)", 2)
+    if tool_n is not None:
+        check_int(tool_n, "same_errors(tool_n)", 2)
     shown, kw = _common(
         "same_errors",
         window,
@@ -423,7 +448,8 @@ def same_errors(
         on_limit,
         shadow,
     )
-    return _SameErrors(n, f"{n!r}{shown}", **kw)
+    tool = _options(tool_n=(tool_n, None))
+    return _SameErrors(n, tool_n, f"{n!r}{tool}{shown}", **kw)
 
 
 def cycles(
