@@ -515,7 +515,8 @@ def _read_mini(
     instance = str(data.get("instance_id") or path.name.removesuffix(".traj.json"))
     folder = path.parent
     messages = data["messages"]
-    name = model or str(model_config.get("model_name") or "")
+    # A leading "@" is a routing mark of the provider's ("@google/..."), not the model's name.
+    name = model or str(model_config.get("model_name") or "").lstrip("@")
     exit_status = info.get("exit_status")
     exit_status = str(exit_status) if exit_status is not None else None
     run_id = instance if folder.name == corpus else f"{folder.name}/{instance}"
