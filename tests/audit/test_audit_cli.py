@@ -136,3 +136,25 @@ def test_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     runs = {record["run_id"]: record for record in document["runs"]}
     assert runs["demo__repo-2"]["stop_reason"] == "turn_limit"
     assert runs["demo__repo-2"]["stop_step"] == 4
+
+
+def test_the_progress_bar_and_its_plain_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from haltwise.audit.cli import _progress
+
+    stream = io.StringIO()
+    with _progress(3, True, stream) as tick:
+        for name in ("a", "b", "c"):
+            tick(name)
+    monkeypatch.setitem(sys.modules, "rich.progress", None)
+    plain = io.StringIO()
+    with _progress(50, True, plain) as tick:
+        for index in range(50):
+            tick(str(index))
+    assert "50/50 files" in plain.getvalue()
+    quiet = io.StringIO()
+    with _progress(5, False, quiet) as tick:
+        tick("x")
+    assert quiet.getvalue() == ""
