@@ -166,6 +166,9 @@ def test_the_dialog_blocks_the_turn_until_answered() -> None:
     with pytest.raises(Exception, match="still unanswered"):
         governor.handle(TurnStarting())
     assert governor.usage.turns == 1
+    # A new prompt makes the open question moot.
+    assert governor.handle(RunStarted("something else")) is CONTINUE
+    assert governor.pending is None
 
 
 # The spec as a state machine: haltwise against a plain model of the table above.

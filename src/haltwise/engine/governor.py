@@ -140,6 +140,8 @@ class Governor:
             return self._cancelled()
         if self._stopped is not None and type(event) is not RunStarted:
             return self._stopped
+        if self._pending is not None and type(event) is RunStarted:
+            self._pending = None  # a new prompt makes the open question moot
         if self._pending is not None:
             raise ConfigurationError(
                 f"{self._pending[0].question!r} is still unanswered: pass the answer to "
@@ -464,8 +466,8 @@ class Governor:
         output = event.output if event.output is not None else self._last_text
         run = self._run
         message = (
-            f"The run completed in {run.turns} turns, {run.model_calls} model calls "
-            f"and {run.tool_calls} tool calls."
+            f"The run completed in {_count(run.turns, 'turn')}, "
+            f"{_count(run.model_calls, 'model call')} and {_count(run.tool_calls, 'tool call')}."
         )
         return self._stop(Status.COMPLETED, "completed", message, None, partial=output)
 
@@ -714,6 +716,10 @@ class Governor:
 
     def __repr__(self) -> str:
         return f"Governor({self._limits!r})"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _join(first: Warn, second: Warn) -> Warn:
