@@ -59,16 +59,22 @@ def deep_size(root: object) -> int:
 
 
 def _step(index: int) -> list[Any]:
-    body = "\n".join(f"line {index}-{line}: value {index * 131 + line}" for line in range(100))
+    # Numbers of a fixed width, so that every step carries the same amount of text.
+    body = "\n".join(
+        f"line {index:06d}-{line:03d}: value {index * 131 + line:09d}" for line in range(100)
+    )
     call = ToolCall(
         "edit_file",
-        {"path": f"src/module_{index}.py", "content": f"# revision {index}\n" + "x = 1\n" * 340},
+        {
+            "path": f"src/module_{index:06d}.py",
+            "content": f"# revision {index:06d}\n" + "x = 1\n" * 340,
+        },
         call_id=f"c{index}",
     )
     return [
         TurnStarting(),
         ModelRequest(model=""),
-        ModelResponse(text=f"Step {index}: editing module {index}.", tool_calls=1),
+        ModelResponse(text=f"Step {index:06d}: editing module {index:06d}.", tool_calls=1),
         call,
         ToolResult("edit_file", content=body, call_id=f"c{index}"),
         TurnEnded(),
