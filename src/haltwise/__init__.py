@@ -10,6 +10,16 @@ from importlib import metadata as _metadata
 from .config import Settings, load_config, parse_turn_limit
 from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
 from .engine.decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
+from .engine.detectors import (
+    cycles,
+    degenerate_text,
+    monologue,
+    no_progress,
+    repeats,
+    same_errors,
+    scattered,
+    stuck,
+)
 from .engine.errors import (
     ConfigurationError,
     CostLimitExceeded,
@@ -140,6 +150,8 @@ __all__ = [
     "console_prompter",
     "convergence",
     "cost_gate",
+    "cycles",
+    "degenerate_text",
     "load_config",
     "max_cost",
     "max_model_calls",
@@ -147,12 +159,18 @@ __all__ = [
     "max_tokens",
     "max_tool_calls",
     "max_turns",
+    "monologue",
+    "no_progress",
     "parse_turn_limit",
     "policies",
     "refine",
+    "repeats",
     "response_event",
+    "same_errors",
+    "scattered",
     "session_limits",
     "simplify",
+    "stuck",
     "timeout",
     "unlimited",
 ]
