@@ -486,3 +486,13 @@ def test_repricing_real_gemini_runs_reproduces_the_billed_cost() -> None:
     assert billed == Decimal("10.0693976")
     assert cached_steps > 100  # the cache-read mapping was exercised...
     assert reasoning_steps > 10  # ...and so was the reasoning one
+
+
+def test_undated_prices_leave_prices_that_changed_over_time_unknown() -> None:
+    # A recorded run has no request times: today's rate must not be applied to the past.
+    live, recorded = Prices(), Prices(undated=True)
+    assert live.cost("deepseek-chat-v2", input_tokens=1000, output_tokens=0) is not None
+    assert recorded.cost("deepseek-chat-v2", input_tokens=1000, output_tokens=0) is None
+    same = {"input_tokens": 1000, "output_tokens": 10}
+    assert recorded.cost("gpt-4o-2024-05-13", **same) == live.cost("gpt-4o-2024-05-13", **same)
+    assert repr(recorded) == "Prices(undated=True)"

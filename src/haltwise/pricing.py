@@ -410,9 +410,16 @@ class Prices:
     """
 
     def __init__(
-        self, table: Mapping[str, ModelRate | Mapping[str, RateValue]] | None = None
+        self,
+        table: Mapping[str, ModelRate | Mapping[str, RateValue]] | None = None,
+        *,
+        undated: bool = False,
     ) -> None:
         rates = parse_price_table(table) if table is not None else {}
+        #: Price calls made at an unknown time (a recorded run with no timestamps): a
+        #: genai-prices price that has changed over time, or varies by time of day, is then
+        #: unknown rather than today's rate applied to the past.
+        self.undated = undated
         self._rates: Mapping[str, ModelRate] = rates
         self._by_name: dict[str, ModelRate] = {
             name.strip().lower(): rate for name, rate in rates.items()
@@ -426,7 +433,10 @@ class Prices:
         return dict(self._rates)
 
     def __repr__(self) -> str:
-        return f"Prices({dict(self._rates)!r})" if self._rates else "Prices()"
+        args = [repr(dict(self._rates))] if self._rates else []
+        if self.undated:
+            args.append("undated=True")
+        return f"Prices({', '.join(args)})"
 
     def cost(
         self,
@@ -527,6 +537,8 @@ class Prices:
                 )
             except LookupError:
                 continue
+            if self.undated and not isinstance(calc.model.prices, ModelPrice):
+                return _UNKNOWN
             plan = _plan_for(calc, datetime.now(timezone.utc))
             if plan is not None and _plan_agrees(plan, ref, provider_id):
                 return plan

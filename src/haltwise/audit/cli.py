@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"haltwise audit: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    pricer = Prices()
+    # Recorded runs carry no request times: a price that changed over time is unknown here.
+    pricer = Prices(undated=True)
     reader = Reader(model=args.model, known_model=pricer.knows)
     files = list(find_files(args.paths))
     results: list[RunResult] = []
