@@ -488,8 +488,11 @@ class _CountLimit(Leaf):
         used = self.metric(slot, ctx) - slot.baseline
         if used < math.ceil(self.warn_at * cap):
             return None
-        left = cap - used
-        return f"{used} of {cap} {self.unit} used: {left} left; start wrapping up."
+        return self._note(used, cap)
+
+    def _note(self, used: int, cap: int) -> str:
+        """The soft threshold's note for the model."""
+        return f"{used} of {cap} {self.unit} used: {cap - used} left; start wrapping up."
 
 
 class _MaxTurns(_CountLimit):
@@ -518,16 +521,10 @@ class _MaxTurns(_CountLimit):
         used = slot.tally.turns - slot.baseline
         return f"You've used {used} {'turn' if used == 1 else 'turns'}. Continue?"
 
-    def warning(self, slot: Slot, ctx: Context) -> str | None:
-        if self.maximum is None or self.warn_at is None:
-            return None
-        cap = self.maximum + slot.extra
-        used = slot.tally.turns - slot.baseline
-        if used < math.ceil(self.warn_at * cap):
-            return None
+    def _note(self, used: int, cap: int) -> str:
         left = cap - used
-        plural = "turn" if left == 1 else "turns"
-        return f"Turn {used} of {cap}: {left} {plural} left; wrap up soon."
+        turns = "turn" if left == 1 else "turns"
+        return f"Turn {used} of {cap}: {left} {turns} left; wrap up soon."
 
     def suggestions(self) -> tuple[str, ...]:
         return (
