@@ -150,3 +150,39 @@ def test_the_same_events_give_the_same_decisions() -> None:
         return [type(driver.step(*step)).__name__ for step in script]
 
     assert run() == run()
+
+
+# --------------------------------------------------------------------------------------------
+# One note per action per event
+
+
+def _failing_edit(driver: Driver) -> object:
+    return driver.step(
+        "edit_file",
+        {"path": "calc.py", "old_text": "return a-b", "new_text": "return a+b"},
+        "old_text was not found in calc.py",
+        is_error=True,
+    )
+
+
+def test_two_detectors_on_the_same_failing_call_give_one_note() -> None:
+    # repeats and same_errors both see the third identical failure: the model reads one note.
+    driver = Driver(stuck())
+    decisions = [_failing_edit(driver) for _ in range(3)]
+    note = decisions[-1]
+    assert isinstance(note, Warn)
+    assert note.message.count("You seem to be stuck") == 1
+    # The detector that kept quiet still climbed its ladder: a refusal, then a stop.
+    assert isinstance(_failing_edit(driver), Block)
+    assert isinstance(_failing_edit(driver), Stop)
+
+
+def test_one_governors_note_does_not_silence_anothers() -> None:
+    limit = stuck()
+    first, second = Driver(limit), Driver(limit)
+    notes = []
+    for _ in range(3):
+        notes.append(_failing_edit(first))
+        notes.append(_failing_edit(second))
+    assert isinstance(notes[-2], Warn)
+    assert isinstance(notes[-1], Warn)

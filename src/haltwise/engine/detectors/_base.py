@@ -39,6 +39,28 @@ Verdict = str | Warn | Block | None
 #: of a governor judges the same result against the same window, so it is judged once.
 _judged: tuple[ResultInfo, int, tuple[int, int], bool] | None = None
 
+#: The notes given at the event being handled: (event, governor, the actions they named). Two
+#: detectors that see the same repeated action at the same event (``repeats`` and
+#: ``same_errors`` on one failing edit) give the model one note about it, not two; the second
+#: still climbs its ladder. A tuple swapped in whole: concurrent governors cannot tear it, and
+#: the governor's identity keeps one governor's notes from silencing another's.
+_noted: tuple[object, object, frozenset[int]] | None = None
+
+
+def _first_note(at: tuple[object, object] | None, actions: frozenset[int]) -> bool:
+    """Whether a note about ``actions`` at the event ``at`` (event, governor) is the first one
+    there to name any of them; records them either way."""
+    global _noted
+    if at is None or not actions:
+        return True
+    event, governor = at
+    memo = _noted
+    if memo is not None and memo[0] is event and memo[1] is governor:
+        _noted = (event, governor, memo[2] | actions)
+        return memo[2].isdisjoint(actions)
+    _noted = (event, governor, actions)
+    return True
+
 
 class Recent:
     """The last ``size`` results, by reference: what counts as *already seen*.
@@ -118,7 +140,7 @@ class Recent:
 class LadderState:
     """Where a detector stands on its ladder in one run."""
 
-    __slots__ = ("blocked", "flagged", "level", "onset", "what")
+    __slots__ = ("at", "blocked", "flagged", "level", "onset", "what")
 
     def __init__(self) -> None:
         #: ``CLEAR``, ``WARNED`` (nudged) or ``BLOCKED`` (a repeated call was refused).
@@ -131,6 +153,8 @@ class LadderState:
         self.onset: int | None = None
         #: Whether a repeated call was refused.
         self.blocked = False
+        #: While an event is being judged: the event and the governor (see ``_first_note``).
+        self.at: tuple[object, object] | None = None
 
     def clear(self) -> None:
         self.level = CLEAR
@@ -208,22 +232,27 @@ class Detector(Leaf):
         flagged: Iterable[int] = (),
         onset: int | None = None,
     ) -> Verdict:
-        """The pattern is seen (again): climb one rung."""
+        """The pattern is seen (again): climb one rung.
+
+        A note names the repeated actions; when another detector has already named one of them
+        at this event, this one climbs its rung without a second note (one note per action per
+        event)."""
+        named = frozenset(flagged)
         if state.level == CLEAR:
             state.what = what
-            state.flagged = frozenset(flagged)
+            state.flagged = named
             state.onset = onset if onset is not None else self._turn(slot)
             if not self.ladder:
                 return self._stop_message(state, first=True)
             state.level = WARNED
-            if self.shadow:
+            if self.shadow or not _first_note(state.at, named):
                 return None
             return Warn(self._nudge(what), repr(self))
-        state.flagged = state.flagged | frozenset(flagged)
+        state.flagged = state.flagged | named
         if state.level == WARNED:
             # It went on by another route than a flagged call: the last note before a stop.
             state.level = BLOCKED
-            if self.shadow:
+            if self.shadow or not _first_note(state.at, named):
                 return None
             return Warn(f"Still repeating: {what}. The next repetition stops the run.", repr(self))
         return self._stop_message(state)
@@ -330,11 +359,17 @@ class ToolDetector(Detector):
             state.recent.push(action.key, result)
             if new and state.level != CLEAR:
                 self._progress(state)
-            return self.step(state, slot, action, result, new)
+            state.at = (event, ctx)
+            verdict = self.step(state, slot, action, result, new)
+            state.at = None
+            return verdict
         if kind is TurnEnded:
             state.pending.clear()
             state.refused.clear()
-            return self.turn_ended(state, slot)
+            state.at = (event, ctx)
+            verdict = self.turn_ended(state, slot)
+            state.at = None
+            return verdict
         # Progress, Injected: observed progress, or new input from the user.
         self._progress(state)
         self.reset(state)
