@@ -172,14 +172,33 @@ def test_a_user_message_is_news() -> None:
     assert not _alarm(driver.step("ls", {"long": True}, "a b"))
 
 
-def test_turns_without_tools_count_too() -> None:
+def _talk(driver: Driver) -> Decision:
+    driver.governor.handle(TurnStarting())
+    return driver.governor.handle(TurnEnded(text="thinking..."))
+
+
+def test_turns_without_a_tool_call_neither_count_nor_break_the_count() -> None:
+    # Turns of talk (or format errors) bring no result to judge: monologue counts those.
     driver = Driver(no_progress(3))
-    driver.step("ls", {}, "a b")
-    decisions = []
-    for _ in range(3):
-        driver.governor.handle(TurnStarting())
-        decisions.append(driver.governor.handle(TurnEnded(text="thinking...")))
-    assert isinstance(decisions[-1], Warn)
+    driver.step("ls", {}, "a.py\nb.py")
+    assert not any(_alarm(_talk(driver)) for _ in range(10))
+    driver.step("ls", {"all": True}, "a.py\nb.py")
+    _talk(driver)
+    driver.step("ls", {"long": True}, "a.py\nb.py")
+    _talk(driver)
+    assert isinstance(driver.step("ls", {"sort": "size"}, "a.py\nb.py"), Warn)
+
+
+def test_a_refused_call_is_a_turn_without_progress() -> None:
+    driver = Driver(no_progress(2))
+    driver.step("ls", {}, "a.py\nb.py")
+    decisions = [driver.step("ls", {"all": True}, "a.py\nb.py") for _ in range(4)]
+    assert [type(decision).__name__ for decision in decisions] == [
+        "Continue",
+        "Warn",
+        "Block",
+        "Stop",
+    ]
 
 
 def test_polling_tools_are_not_counted() -> None:

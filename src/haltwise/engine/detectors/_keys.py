@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -66,10 +66,16 @@ TAIL_CHARS: Final = 4_096
 #: How many distinct lines of a result are compared (head and tail halves), and how much of each.
 MAX_LINES: Final = 96
 MAX_LINE_CHARS: Final = 240
+#: How many distinct lines of a result are remembered as seen (head and tail halves): more than
+#: are compared, so that a window shifted over lines already read (a file viewer's 100 lines
+#: shown again from another line) finds each of its lines among those remembered, whichever of
+#: them were compared when they were first shown.
+MAX_SEEN_LINES: Final = 256
 #: How much of an action or result is quoted in a message.
 PREVIEW_CHARS: Final = 80
 
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_Seq = TypeVar("_Seq", list[str], tuple[tuple[int, int], ...])
 
 # --------------------------------------------------------------------------------------------
 # Masks, applied in this order. Each names what it hides, so a message can still be read.
@@ -336,14 +342,18 @@ class ResultInfo:
         error: str | None,
         preview: str,
         echo_only: bool = False,
+        seen: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
         #: A hash of the normalized text, exit code and error class.
         self.fingerprint = fingerprint
-        #: For each distinct normalized line (at most ``MAX_LINES``): its hash, and the hash of
-        #: the same line with every digit masked.
+        #: For each distinct normalized line compared (at most ``MAX_LINES``): its hash, and
+        #: the hash of the same line with every digit masked.
         self.lines = lines
-        self.exact = frozenset(exact for exact, _ in lines)
-        self.masked = frozenset(masked for _, masked in lines)
+        #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``,
+        #: the compared lines among them).
+        remembered = lines if seen is None else seen
+        self.exact = frozenset(exact for exact, _ in remembered)
+        self.masked = frozenset(masked for _, masked in remembered)
         #: The error class, or None when the call did not fail.
         self.error = error
         #: The result, shortened, for messages.
@@ -371,9 +381,18 @@ def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
     return _shorten(f"{name} {shown}")
 
 
+def _head_tail(items: _Seq, most: int) -> _Seq:
+    """``items``, or its first and last halves when it holds more than ``most``."""
+    if len(items) <= most:
+        return items
+    half = most // 2
+    return items[:half] + items[-half:]
+
+
 def _sample(content: str) -> tuple[list[str], bool]:
-    """The distinct lines of ``content`` that detectors compare, normalized (at most
-    ``MAX_LINES``: the first and last halves), and whether some of the output was left out."""
+    """The distinct lines of ``content`` that detectors remember, normalized (at most
+    ``MAX_SEEN_LINES``: the first and last halves), and whether the lines they compare (at most
+    ``MAX_LINES`` of them) leave some of the output out."""
     truncated = len(content) > HEAD_CHARS + TAIL_CHARS
     text = f"{content[:HEAD_CHARS]}\n{content[-TAIL_CHARS:]}" if truncated else content
     if "\x1b" in text:
@@ -388,8 +407,7 @@ def _sample(content: str) -> tuple[list[str], bool]:
             distinct[line] = None
     lines = list(distinct)
     if len(lines) > MAX_LINES:
-        half = MAX_LINES // 2
-        lines = lines[:half] + lines[-half:]
+        lines = _head_tail(lines, MAX_SEEN_LINES)
         truncated = True
     # Masked after sampling: only the lines kept are scanned.
     masked = _mask_text("\n".join(lines))
@@ -439,7 +457,8 @@ def _analyze_call(
 def _analyze_result(
     content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...] = ()
 ) -> ResultInfo:
-    lines, truncated = _sample(content)
+    seen, truncated = _sample(content)
+    lines = _head_tail(seen, MAX_LINES)
     normalized = "\n".join(lines)
     error = error_class(content, is_error=is_error, exit_code=exit_code)
     digest = hashlib.blake2b(digest_size=8)
@@ -449,19 +468,20 @@ def _analyze_result(
         # The sample left some of the output out: let the whole of it tell results apart.
         digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
     echo_only = False
-    judged = lines
     if echoes and normalized:
-        text = normalized
+        text = "\n".join(seen)
         for echo in echoes:
             text = text.replace(echo, _ARG)
-        echo_only = _ONLY_ARGS.match(text) is not None
-        judged = list(dict.fromkeys(text.split("\n")))
+        seen = list(dict.fromkeys(text.split("\n")))
+        echo_only = _ONLY_ARGS.match("\n".join(_head_tail(seen, MAX_LINES))) is not None
+    hashes = _line_hashes(seen)
     return ResultInfo(
         int.from_bytes(digest.digest(), "big"),
-        _line_hashes(judged),
+        _head_tail(hashes, MAX_LINES),
         error,
         _shorten(normalized),
         echo_only,
+        hashes if len(hashes) > MAX_LINES else None,
     )
 
 

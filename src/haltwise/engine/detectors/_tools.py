@@ -12,7 +12,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from ..limits import Limit, Scope
+from ..decisions import Block
+from ..events import ToolCall
+from ..limits import Context, Limit, Scope
 from ..policies import Policy
 from ..state import Slot
 from ._base import CLEAR, ToolDetector, ToolState, Verdict, check_fields, check_int, check_tools
@@ -280,13 +282,15 @@ class _Scattered(ToolDetector):
 
 
 class _NoProgressState(ToolState):
-    __slots__ = ("keys", "moved", "only_polling", "streak")
+    __slots__ = ("acted", "keys", "moved", "only_polling", "streak")
 
     def __init__(self, window: int) -> None:
         super().__init__(window)
         #: Turns in a row without progress.
         self.streak = 0
-        #: Whether the current turn brought progress, and whether it only polled.
+        #: Whether the current turn called a tool (or tried to: a refused call counts), brought
+        #: progress, and only polled.
+        self.acted = False
         self.moved = False
         self.only_polling = True
         #: The actions of the current stretch (bounded by the window): repeating one relapses.
@@ -304,6 +308,25 @@ class _NoProgress(ToolDetector):
 
     def new_state(self) -> _NoProgressState:
         return _NoProgressState(self.window)
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        verdict = super().pre(event, slot, ctx)
+        if isinstance(verdict, Block):
+            # Trying a flagged call again is acting, without progress.
+            assert slot is not None
+            self._acted(slot.state, event)
+        return verdict
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
+        if type(event) is ToolCall:
+            assert slot is not None
+            self._acted(slot.state, event)
+        return super().post(event, slot, ctx)
+
+    def _acted(self, state: _NoProgressState, call: ToolCall) -> None:
+        state.acted = True
+        if call.name not in self.polling_tools:
+            state.only_polling = False
 
     def step(
         self,
@@ -325,9 +348,13 @@ class _NoProgress(ToolDetector):
         return None
 
     def turn_ended(self, state: _NoProgressState, slot: Slot) -> Verdict:
-        moved, polled = state.moved, state.only_polling and bool(state.keys)
-        state.moved = False
+        acted, moved, polled = state.acted, state.moved, state.only_polling
+        state.acted = state.moved = False
         state.only_polling = True
+        if not acted:
+            # A turn with no tool call brought no result to judge: it neither counts nor resets
+            # (turns of talk, format errors, are ``monologue``'s to count).
+            return None
         if moved:
             state.streak = 0
             state.keys.clear()
@@ -344,7 +371,7 @@ class _NoProgress(ToolDetector):
 
     def reset(self, state: _NoProgressState) -> None:
         state.streak = 0
-        state.moved = False
+        state.acted = state.moved = False
         state.keys.clear()
 
 
@@ -521,7 +548,9 @@ def no_progress(
 ) -> Limit:
     """``k`` turns in a row with no new information (``stuck.no_progress``): no result that had
     not been seen in the last ``window`` results, no silent state change, no ``Progress`` event
-    and no user message. Turns that only called ``polling_tools`` are not counted."""
+    and no user message. Only turns that called a tool are counted: turns that only called
+    ``polling_tools`` are not, nor turns with no tool call at all, which bring no result to
+    judge (``monologue`` counts those; they neither count here nor break the count)."""
     check_int(k, "no_progress(k)")
     shown, kw = _common(
         "no_progress",
