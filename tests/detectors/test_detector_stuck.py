@@ -47,6 +47,7 @@ def test_it_holds_one_detector_per_threshold() -> None:
         "no_progress",
         "monologue",
         "degenerate",
+        "paging",
     }
 
 

@@ -13,7 +13,10 @@ factory                   reason               trips on
 ``no_progress(k)``        ``stuck.no_progress`` k turns without new information
 ``monologue(n)``          ``stuck.monologue``  n turns without a tool call
 ``degenerate_text(n)``    ``stuck.degenerate`` a chunk of text chanted n times
-``stuck()``               (each of the above)  all of them, with measured thresholds
+``paging(n)``             ``stuck.paging``     the same action n times in a row, whatever its
+                                               results: a budget on paging, not a loop
+``stuck()``               (each of the above)  all of them, with measured thresholds (paging
+                                               only when asked)
 ========================  ===================  ==================================================
 
 Actions are compared as canonical keys and results as normalized fingerprints (``_keys.py``);
@@ -31,6 +34,7 @@ from ._keys import (
     normalize_output,
     result_fingerprint,
 )
+from ._paging import paging
 from ._text import degenerate_text, find_degenerate, monologue
 from ._tools import cycles, no_progress, repeats, same_errors, scattered
 
@@ -46,6 +50,7 @@ __all__ = [
     "monologue",
     "no_progress",
     "normalize_output",
+    "paging",
     "repeats",
     "result_fingerprint",
     "same_errors",

@@ -266,17 +266,17 @@ class Detector(Leaf):
             state.blocked = True
             if self.shadow:
                 return None
-            return Block(
-                event,
-                f"Refused: {state.what}. Repeating it will not give a different result; "
-                "try a different approach.",
-                repr(self),
-                retryable=False,
-            )
+            return Block(event, self._refusal(state.what), repr(self), retryable=False)
         return self._stop_message(state)
 
     def _nudge(self, what: str) -> str:
         return f"You seem to be stuck: {what}. That is not working; change your approach."
+
+    def _refusal(self, what: str) -> str:
+        return (
+            f"Refused: {what}. Repeating it will not give a different result; "
+            "try a different approach."
+        )
 
     def _stop_message(self, state: LadderState, *, first: bool = False) -> str:
         since = f" since turn {state.onset}" if state.onset else ""
@@ -306,6 +306,10 @@ class ToolDetector(Detector):
     """A detector over tool calls and their results. Subclasses implement ``step``."""
 
     __slots__ = ("ignored", "polling_n", "polling_tools", "window")
+
+    #: Whether a result with new information clears the ladder (it does for every loop
+    #: detector; not for a budget on a kind of progress, such as ``paging``).
+    news_clears = True
 
     pre_events: tuple[EventType, ...] = (ToolCall,)
     post_events: tuple[EventType, ...] = (ToolCall, ToolResult, TurnEnded, Progress, Injected)
@@ -357,7 +361,7 @@ class ToolDetector(Detector):
             result = analyze_result(event, action)
             new = state.recent.is_new(action.key, result)
             state.recent.push(action.key, result)
-            if new and state.level != CLEAR:
+            if new and state.level != CLEAR and self.news_clears:
                 self._progress(state)
             state.at = (event, ctx)
             verdict = self.step(state, slot, action, result, new)

@@ -15,6 +15,7 @@ from ..limits import Limit, Scope, _AnyOf
 from ..policies import Policy, as_policy
 from ._base import Detector, check_tools
 from ._base import options as _options
+from ._paging import paging as _paging_factory
 from ._text import degenerate_text, monologue
 from ._tools import cycles, no_progress, repeats, same_errors, scattered
 
@@ -25,11 +26,12 @@ DEFAULTS: dict[str, int | None] = {
     "repeat": 3,
     "same_error": 3,
     "same_tool_error": 4,
-    "cycle": 3,
+    "cycle": 2,
     "scattered": 4,
-    "no_progress": 8,
+    "no_progress": 4,
     "monologue": 8,
     "degenerate": 10,
+    "paging": None,
 }
 
 
@@ -59,6 +61,7 @@ def stuck(
     no_progress: int | None = DEFAULTS["no_progress"],
     monologue: int | None = DEFAULTS["monologue"],
     degenerate: int | None = DEFAULTS["degenerate"],
+    paging: int | None = DEFAULTS["paging"],
     window: int = 20,
     polling_tools: Iterable[str] = (),
     polling_n: int | None = None,
@@ -75,7 +78,9 @@ def stuck(
     times;
     ``scattered``: the same action and result N times within ``window`` calls; ``no_progress``:
     K turns without new information; ``monologue``: N turns without a tool call;
-    ``degenerate``: a chunk of text chanted N times. ``repr`` echoes the call as written.
+    ``degenerate``: a chunk of text chanted N times; ``paging``: the same action N times in a
+    row whatever its results, a budget on paging (off unless given). ``repr`` echoes the call
+    as written.
     """
     thresholds = {
         "repeat": repeat,
@@ -86,6 +91,7 @@ def stuck(
         "no_progress": no_progress,
         "monologue": monologue,
         "degenerate": degenerate,
+        "paging": paging,
     }
     tools = check_tools(polling_tools, "stuck(polling_tools)")
     common: dict[str, Any] = {
@@ -124,6 +130,8 @@ def stuck(
             members.append(_no_progress(value, **progress_options))
         elif name == "monologue":
             members.append(_monologue(value, **common))
+        elif name == "paging":
+            members.append(_paging_factory(value, **tool_options))
         else:
             members.append(degenerate_text(value, **common))
     if not members:
