@@ -4,14 +4,20 @@ and ``paging()``, a budget on the first kind, off in ``stuck()`` unless asked.""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from detector_driver import Driver
 
 from haltwise import Block, Progress, Stop, Warn
+from haltwise.audit.readers import read_paths
+from haltwise.audit.replay import replay
+from haltwise.audit.runs import Run
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import no_progress, paging, stuck
 from haltwise.engine.errors import InvalidValueError
+from haltwise.engine.limits import Limit
+from haltwise.pricing import Prices
 
 _WORDS = [
     "alpha",
@@ -55,9 +61,9 @@ def _alarm(decision: Decision) -> bool:
 
 
 @pytest.mark.parametrize("limit", [stuck(), stuck(paging=15)], ids=repr)
-def test_scrolling_through_new_pages_is_progress(limit: object) -> None:
+def test_scrolling_through_new_pages_is_progress(limit: Limit) -> None:
     # sympy__sympy-17139 in the corpus: open, goto 566, then 13 scroll_down, each a new page.
-    driver = Driver(limit)  # type: ignore[arg-type]
+    driver = Driver(limit)
     steps = [("open", {"command": "open sympy/simplify/fu.py"}, view(1))]
     steps.append(("goto", {"command": "goto 566"}, view(516)))
     steps += [
@@ -179,3 +185,20 @@ def test_paging_is_off_in_stuck_unless_asked() -> None:
     assert repr(paging()) == "paging(15)"
     with pytest.raises(InvalidValueError):
         paging(1)
+
+
+# --------------------------------------------------------------------------------------------
+# On the recorded runs
+
+
+@pytest.mark.parametrize("limit", [stuck(), stuck(paging=15)], ids=repr)
+def test_the_recorded_scrolling_is_neither_cut_nor_nudged(traces_dir: Path, limit: Limit) -> None:
+    # sympy__sympy-17139: 13 scroll_down in a row, a new page each time (three recorded runs).
+    paths = sorted((traces_dir / "swe-agent-gpt4-lite").glob("run*/sympy__sympy-17139.traj"))
+    assert paths
+    for item in read_paths(paths, model="gpt-4-0125-preview"):
+        assert isinstance(item, Run)
+        (result,) = replay(item, [limit], pricer=Prices())
+        assert result.stop_step is None, result.stop_message
+        assert result.warn_step is None
+        assert result.blocked == 0

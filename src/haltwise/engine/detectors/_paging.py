@@ -12,11 +12,12 @@ action does, as do a ``Progress`` event and a user message.
 Measured on 1,543 recorded runs (``benchmarks/bench_detectors.py``): solved runs never made
 the same call more than 3 times in a row with a new result each time, while the longest such
 stretch in the whole corpus was 13 (``sympy__sympy-17139``, scrolling through ``fu.py``, which
-the corpus counts as progress). Any budget from 5 to 10 would cut no solved run and stop 1 to 2
-more runs that spent their budget, but only by cutting stretches like that one; at 14 and above
-it stops nothing in the corpus. So the default, 15, sits above every paging stretch recorded,
-and ``stuck()`` leaves it out unless asked (``stuck(paging=15)``): it guards against runaway
-paging, and the measurement gives no reason to tighten it.
+the corpus counts as progress). Added to ``stuck()``, a budget of 5 to 10 cuts no more solved
+runs and stops 1 or 2 more of the runs that spent their whole budget, but only by cutting
+stretches like that one; from 14 up it stops nothing ``stuck()`` does not already stop. So the
+default, 15, sits above every paging stretch recorded, and ``stuck()`` leaves it out unless
+asked (``stuck(paging=15)``): it guards against runaway paging, and the measurement gives no
+reason to tighten it.
 """
 
 from __future__ import annotations
