@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import orjson
 
@@ -75,7 +75,6 @@ MAX_SEEN_LINES: Final = 256
 PREVIEW_CHARS: Final = 80
 
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-_Seq = TypeVar("_Seq", list[str], tuple[tuple[int, int], ...])
 
 # --------------------------------------------------------------------------------------------
 # Masks, applied in this order. Each names what it hides, so a message can still be read.
@@ -381,7 +380,7 @@ def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
     return _shorten(f"{name} {shown}")
 
 
-def _head_tail(items: _Seq, most: int) -> _Seq:
+def _head_tail(items: list[str], most: int) -> list[str]:
     """``items``, or its first and last halves when it holds more than ``most``."""
     if len(items) <= most:
         return items
@@ -389,10 +388,12 @@ def _head_tail(items: _Seq, most: int) -> _Seq:
     return items[:half] + items[-half:]
 
 
-def _sample(content: str) -> tuple[list[str], bool]:
-    """The distinct lines of ``content`` that detectors remember, normalized (at most
-    ``MAX_SEEN_LINES``: the first and last halves), and whether the lines they compare (at most
-    ``MAX_LINES`` of them) leave some of the output out."""
+def _sample(content: str) -> tuple[list[str], list[str], bool]:
+    """The distinct lines of ``content`` that detectors compare, normalized (at most
+    ``MAX_LINES``: the first and last halves); the lines between them that are only remembered
+    as seen (up to ``MAX_SEEN_LINES`` in all), with their whitespace normalized but their
+    volatile details left as they are; and whether the compared lines leave some of the output
+    out."""
     truncated = len(content) > HEAD_CHARS + TAIL_CHARS
     text = f"{content[:HEAD_CHARS]}\n{content[-TAIL_CHARS:]}" if truncated else content
     if "\x1b" in text:
@@ -406,12 +407,18 @@ def _sample(content: str) -> tuple[list[str], bool]:
         if line:
             distinct[line] = None
     lines = list(distinct)
+    middle: list[str] = []
     if len(lines) > MAX_LINES:
-        lines = _head_tail(lines, MAX_SEEN_LINES)
+        half, most = MAX_LINES // 2, MAX_SEEN_LINES // 2
+        middle = lines[half:-half] if len(lines) <= MAX_SEEN_LINES else lines[half:most]
+        if len(lines) > MAX_SEEN_LINES:
+            middle += lines[-most:-half]
+        lines = _head_tail(lines, MAX_LINES)
         truncated = True
-    # Masked after sampling: only the lines kept are scanned.
+    # Masked after sampling: only the lines compared are scanned. A line only remembered is
+    # matched unmasked, which can only make a later line look new (never a new line seen).
     masked = _mask_text("\n".join(lines))
-    return list(dict.fromkeys(masked.split("\n"))), truncated
+    return list(dict.fromkeys(masked.split("\n"))), middle, truncated
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
@@ -457,8 +464,7 @@ def _analyze_call(
 def _analyze_result(
     content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...] = ()
 ) -> ResultInfo:
-    seen, truncated = _sample(content)
-    lines = _head_tail(seen, MAX_LINES)
+    lines, middle, truncated = _sample(content)
     normalized = "\n".join(lines)
     error = error_class(content, is_error=is_error, exit_code=exit_code)
     digest = hashlib.blake2b(digest_size=8)
@@ -468,20 +474,26 @@ def _analyze_result(
         # The sample left some of the output out: let the whole of it tell results apart.
         digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
     echo_only = False
+    judged = lines
     if echoes and normalized:
-        text = "\n".join(seen)
+        text = normalized
         for echo in echoes:
             text = text.replace(echo, _ARG)
-        seen = list(dict.fromkeys(text.split("\n")))
-        echo_only = _ONLY_ARGS.match("\n".join(_head_tail(seen, MAX_LINES))) is not None
-    hashes = _line_hashes(seen)
+        echo_only = _ONLY_ARGS.match(text) is not None
+        judged = list(dict.fromkeys(text.split("\n")))
+        if middle:
+            text = "\n".join(middle)
+            for echo in echoes:
+                text = text.replace(echo, _ARG)
+            middle = text.split("\n")
+    compared = _line_hashes(judged)
     return ResultInfo(
         int.from_bytes(digest.digest(), "big"),
-        _head_tail(hashes, MAX_LINES),
+        compared,
         error,
         _shorten(normalized),
         echo_only,
-        hashes if len(hashes) > MAX_LINES else None,
+        compared + _line_hashes(middle) if middle else None,
     )
 
 
