@@ -70,8 +70,10 @@ class Recent:
     repeated back: "No matches found for 'x'"), or when at least half of its lines changed. A
     new action that succeeded quietly (no output, or one line) counts too: commands that
     change state (``sed -i``, ``mkdir``, ``cd``, an edit tool) say little; an ``echo`` of its
-    own arguments does not. Judging costs O(lines x size) set
-    lookups, with at most 64 lines per result; memory is ``size`` references, shared with
+    own arguments does not. A line counts as seen when any of the last ``size`` results showed
+    it, in whatever order or window (up to 256 lines of each are remembered, so a window
+    shifted over lines already read is not news). Judging costs O(lines x size) set lookups,
+    with at most 96 lines compared per result; memory is ``size`` references, shared with
     every other detector that looks at the same results.
     """
 

@@ -9,7 +9,7 @@ are kept. A result too long to normalize in full keeps its head and tail, plus a
 whole output, so that two long outputs that differ only in their middle are still told apart.
 
 A result also yields a bounded set of line hashes (exact, and with digits masked) from which a
-detector judges whether it carried *new information* (see ``_window.py``).
+detector judges whether it carried *new information* (see ``_base.Recent``).
 
 Everything here is a pure function of one event. Several detectors look at the same event, so
 the analysis of the last event is memoized (by identity) and computed once.
@@ -416,7 +416,7 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         lines = _head_tail(lines, MAX_LINES)
         truncated = True
     # Masked after sampling: only the lines compared are scanned. A line only remembered is
-    # matched unmasked, which can only make a later line look new (never a new line seen).
+    # kept unmasked: at worst, a later line with an id or a clock in it looks new.
     masked = _mask_text("\n".join(lines))
     return list(dict.fromkeys(masked.split("\n"))), middle, truncated
 
