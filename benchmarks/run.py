@@ -25,6 +25,7 @@ def main(names: list[str]) -> int:
         assert spec is not None
         assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module  # dataclasses and pickling look modules up by name
         spec.loader.exec_module(module)
         print(f"\n== {path.stem} ==")
         started = time.perf_counter()
