@@ -28,20 +28,11 @@ from typing import Any
 from ..limits import Limit, Scope
 from ..policies import Policy
 from ..state import Slot
-from ._base import CLEAR, ToolDetector, ToolState, Verdict, check_int
+from ._base import CLEAR, ToolDetector, Verdict, check_int
 from ._keys import ActionInfo, ResultInfo
-from ._tools import _DEFAULT_WINDOW, _common
+from ._tools import _DEFAULT_WINDOW, _common, _StreakState
 
 __all__ = ["paging"]
-
-
-class _PagingState(ToolState):
-    __slots__ = ("last_key", "streak")
-
-    def __init__(self, window: int) -> None:
-        super().__init__(window)
-        self.last_key: int | None = None
-        self.streak = 0
 
 
 class _Paging(ToolDetector):
@@ -54,11 +45,11 @@ class _Paging(ToolDetector):
         self.n = n
         super().__init__(args, **kw)
 
-    def new_state(self) -> _PagingState:
-        return _PagingState(self.window)
+    def new_state(self) -> _StreakState:
+        return _StreakState(self.window)
 
     def step(
-        self, state: _PagingState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
+        self, state: _StreakState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
         if action.key != state.last_key:
             # Another action: the agent moved on.
@@ -74,7 +65,7 @@ class _Paging(ToolDetector):
         what = f"{action.preview!r} ran {state.streak} times in a row"
         return self._detected(state, slot, what, (action.key,), state.onset)
 
-    def reset(self, state: _PagingState) -> None:
+    def reset(self, state: _StreakState) -> None:
         state.last_key = None
         state.streak = 0
 

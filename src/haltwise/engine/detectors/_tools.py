@@ -34,7 +34,9 @@ def _times(count: int) -> str:
 # repeat: the same action with the same result, N times in a row
 
 
-class _RepeatState(ToolState):
+class _StreakState(ToolState):
+    """How many times in a row the last action came (repeats and paging count streaks)."""
+
     __slots__ = ("last_key", "streak")
 
     def __init__(self, window: int) -> None:
@@ -52,11 +54,11 @@ class _Repeats(ToolDetector):
         self.n = n
         super().__init__(args, **kw)
 
-    def new_state(self) -> _RepeatState:
-        return _RepeatState(self.window)
+    def new_state(self) -> _StreakState:
+        return _StreakState(self.window)
 
     def step(
-        self, state: _RepeatState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
+        self, state: _StreakState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
         if action.key == state.last_key and not new:
             state.streak += 1
@@ -74,7 +76,7 @@ class _Repeats(ToolDetector):
         )
         return self._detected(state, slot, what, (action.key,), state.onset)
 
-    def reset(self, state: _RepeatState) -> None:
+    def reset(self, state: _StreakState) -> None:
         state.last_key = None
         state.streak = 0
 
