@@ -11,9 +11,7 @@ object counted once). Both stay flat as the history grows a thousandfold.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections import deque
 from typing import Any
 
 from haltwise.engine.detectors import stuck
@@ -28,34 +26,10 @@ from haltwise.engine.events import (
 )
 from haltwise.engine.governor import Governor
 from haltwise.engine.limits import Leaf
+from haltwise.testing import deep_size
 
 LENGTHS = (10, 1_000, 100_000)
 TIMED = 1_000
-
-
-def deep_size(root: object) -> int:
-    """Bytes held by ``root`` and everything it references (each object once)."""
-    seen: set[int] = set()
-    total = 0
-    stack: deque[object] = deque([root])
-    while stack:
-        item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset | deque):
-            stack.extend(item)
-        for cls in type(item).__mro__:
-            for name in getattr(cls, "__slots__", ()):
-                if hasattr(item, name):
-                    stack.append(getattr(item, name))
-        if hasattr(item, "__dict__"):
-            stack.append(vars(item))
-    return total
 
 
 def _step(index: int) -> list[Any]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections import deque
-
 import pytest
 from detector_driver import Driver
 from hypothesis import given, settings
@@ -15,7 +12,7 @@ from haltwise.engine.detectors import DEFAULTS, stuck
 from haltwise.engine.errors import InvalidValueError
 from haltwise.engine.events import ToolCall, ToolResult, TurnEnded, TurnStarting
 from haltwise.engine.limits import any_of, max_cost, max_turns
-from haltwise.testing import FakeClock
+from haltwise.testing import FakeClock, deep_size
 
 
 def test_the_repr_echoes_the_call() -> None:
@@ -100,28 +97,6 @@ def test_results_that_bring_new_text_are_progress(calls: list[tuple[str, dict[st
         assert not isinstance(decision, Warn | Block | Stop)
 
 
-def _deep_size(root: object) -> int:
-    seen: set[int] = set()
-    total = 0
-    stack: deque[object] = deque([root])
-    while stack:
-        item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset | deque):
-            stack.extend(item)
-        for cls in type(item).__mro__:
-            for name in getattr(cls, "__slots__", ()):
-                if hasattr(item, name):
-                    stack.append(getattr(item, name))
-    return total
-
-
 @settings(max_examples=6, deadline=None)
 @given(st.integers(min_value=60, max_value=400), st.integers(min_value=0, max_value=10**6))
 def test_state_is_bounded_whatever_the_history(length: int, seed: int) -> None:
@@ -140,7 +115,7 @@ def test_state_is_bounded_whatever_the_history(length: int, seed: int) -> None:
         governor.handle(ToolResult("read", text, call_id=call_id))
         governor.handle(TurnEnded())
         if index in (49, length - 1):
-            sizes.append(_deep_size([governor.slot(leaf).state for leaf in leaves]))
+            sizes.append(deep_size([governor.slot(leaf).state for leaf in leaves]))
     assert sizes[-1] <= sizes[0] * 1.5
 
 

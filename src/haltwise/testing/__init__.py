@@ -5,6 +5,7 @@
   and callable entries, and records what it was sent.
 * :func:`reply`, :func:`tool_call`, :func:`error` and :class:`Usage` - build script
   entries (:class:`Reply`, :class:`ToolCall`, :class:`ErrorReply`).
+* :func:`deep_size` - the bytes an object graph holds, to show state stays bounded.
 * :class:`FakeClock` - a monotonic clock (and ``sleep`` / ``asleep``) that moves only when
   told to.
 
@@ -35,6 +36,7 @@ from haltwise.testing._script import (
 )
 from haltwise.testing.clock import FakeClock
 from haltwise.testing.server import ScriptedServer
+from haltwise.testing.size import deep_size
 
 __all__ = [
     "ErrorReply",
@@ -46,6 +48,7 @@ __all__ = [
     "ScriptedServer",
     "ToolCall",
     "Usage",
+    "deep_size",
     "error",
     "reply",
     "tool_call",

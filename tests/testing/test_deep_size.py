@@ -1,0 +1,32 @@
+"""deep_size counts what an object graph holds, each object once."""
+
+from __future__ import annotations
+
+import sys
+
+from haltwise.testing import deep_size
+
+
+class Plain:
+    def __init__(self, payload: object) -> None:
+        self.payload = payload
+
+
+class Slotted:
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: object) -> None:
+        self.payload = payload
+
+
+def test_it_follows_containers_slots_and_dicts() -> None:
+    text = "x" * 10_000
+    assert deep_size([text]) >= sys.getsizeof(text)
+    assert deep_size(Slotted(text)) >= sys.getsizeof(text)
+    assert deep_size(Plain(text)) >= sys.getsizeof(text)
+    assert deep_size({"key": text}) >= sys.getsizeof(text)
+
+
+def test_shared_objects_count_once() -> None:
+    text = "y" * 10_000
+    assert deep_size([text, text]) < 2 * sys.getsizeof(text)
