@@ -2,7 +2,7 @@
 
 The governor decides; a driver does what the decision says: asks a human through a prompter,
 writes a final answer through a synthesizer, raises the typed exception on a stop. The sync and
-async drivers run one generator (``RunFlow``), so neither holds logic of its own.
+async drivers run one generator (``Run._flow``), so neither holds logic of its own.
 """
 
 from .guard import AsyncRun, Guard, Run
