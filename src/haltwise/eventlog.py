@@ -157,15 +157,21 @@ def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
         "suggestions": list(outcome.suggestions),
         "checkpoint": outcome.checkpoint,
         "limit": outcome.limit,
+        "phase": outcome.phase,
     }
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
     """``decision`` as JSON-compatible data: ``{"type": "Warn", "message": ..., ...}``."""
     if isinstance(decision, Continue):
-        return {"type": "Continue"}
+        if decision.max_tokens is None:
+            return {"type": "Continue"}
+        return {"type": "Continue", "max_tokens": decision.max_tokens}
     if isinstance(decision, Warn):
-        return {"type": "Warn", "message": decision.message, "limit": decision.limit}
+        data: dict[str, Any] = {"type": "Warn", "message": decision.message, "limit": decision.limit}
+        if decision.max_tokens is not None:
+            data["max_tokens"] = decision.max_tokens
+        return data
     if isinstance(decision, Block):
         return {
             "type": "Block",

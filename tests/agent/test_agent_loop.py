@@ -265,6 +265,12 @@ def test_token_and_cost_limits_stop_after_usage(workspace: Path) -> None:
     ]
     with agent_for(script, workspace, haltwise.max_tokens(1500)) as (agent, _, _seen):
         outcome = agent.send("Go.")
+    # The second request's prompt (at least the first's 800 tokens) cannot fit in what is left.
+    assert outcome.reason == "token_limit" and outcome.usage.total_tokens == 810
+    assert "leaves no room" in outcome.message
+    with agent_for(script, workspace, haltwise.max_tokens(1800)) as (agent, _, _seen):
+        outcome = agent.send("Go.")
+    # Room for the second (190 tokens of answer), not for the third.
     assert outcome.reason == "token_limit" and outcome.usage.total_tokens == 1720
     with agent_for(script, workspace, haltwise.max_cost("0.001")) as (agent, _, _seen):
         outcome = agent.send("Go.")

@@ -34,10 +34,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Continue:
-    """Go on."""
+    """Go on.
+
+    For a ``ModelRequest``, ``max_tokens`` (when set) is the most the request may produce
+    without passing a token limit: send it with that ``max_tokens``.
+    """
+
+    max_tokens: int | None = None
 
     def __repr__(self) -> str:
-        return "CONTINUE"
+        return "CONTINUE" if self.max_tokens is None else f"Continue(max_tokens={self.max_tokens})"
 
 
 #: The one ``Continue``: the governor returns it without allocating.
@@ -51,6 +57,8 @@ class Warn:
     message: str
     #: The limit that warned, as its ``repr``.
     limit: str = ""
+    #: As for ``Continue``: the ``max_tokens`` to send a ``ModelRequest`` with, when lowered.
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,13 @@ class ModelRequest:
     max_tokens: int | None = None
     #: The prompt's size in tokens when the driver knows it; else the last response's is used.
     input_tokens: int | None = None
+    #: Pairs the request with its ``ModelResponse`` when several are in flight (else first in,
+    #: first out).
+    request_id: str = ""
+    #: Whether the driver can send the request with a lower ``max_tokens`` when the decision
+    #: says so (``decision.max_tokens``). When it cannot, a request whose ``max_tokens`` could
+    #: pass a token limit is refused before it is sent.
+    adjustable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,11 @@ class ModelResponse:
     text: str | None = None
     #: How many tool calls the response asked for.
     tool_calls: int = 0
+    #: The ``request_id`` of the request this answers ("" : the oldest one in flight).
+    request_id: str = ""
+    #: False when the request was sent and no answer came (a timeout, a cancel, a crash): it is
+    #: then counted at what its request reserved (its prompt and ``max_tokens``), never as free.
+    answered: bool = True
 
 
 @dataclass(frozen=True, slots=True)

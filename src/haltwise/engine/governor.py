@@ -6,10 +6,19 @@ out; none of them repeats its logic.
 
 Hot path: a dict lookup by event type, then only the limits that check that type, each O(1)
 over running totals. Nothing is allocated unless a limit warns, asks, blocks or stops.
+
+Threads and tasks: any number may report events for one governor. Each event is decided and
+counted under one lock, so a check and the count it allows are one step: no count is lost and
+no cap is passed. The lock is never held while anything waits (a human, a model, a tool).
+
+Time: ``deadline()`` and ``time_left()`` say when the earliest time limit (the run's, the
+session's, a phase's) trips, so that drivers can bound the calls they make; ``interrupted()``
+ends a run whose call in flight was cut off, counting what that call reserved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -34,15 +43,18 @@ from .events import (
     TurnStarting,
 )
 from .ledger import Ledger, MemoryLedger
-from .limits import ALL_EVENTS, Leaf, Limit, LimitStatus, any_of, as_limit
+from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer
-from .state import Slot, Tally
+from .state import Reservation, Slot, Tally
 
-__all__ = ["Governor", "ShadowTrip"]
+__all__ = ["Governor", "Phase", "ShadowTrip"]
 
-#: A check the governor runs for one event type: a top-level limit and its slot (None for groups).
-_Check = tuple[Limit, "Slot | None"]
+#: A check the governor runs for one event type: a top-level limit, its slot (None for groups)
+#: and the context it reads (the governor, or a phase).
+_Check = tuple[Limit, "Slot | None", Context]
+#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
+_MAX_IN_FLIGHT = 256
 #: The events a child governor passes up to its parent: they spend the parent's budgets too.
 _SPENDING = (ModelRequest, ModelResponse, ToolCall, ToolResult)
 
@@ -60,6 +72,36 @@ class ShadowTrip:
 
     def __repr__(self) -> str:
         return f"ShadowTrip({self.limit}: {self.message!r})"
+
+
+class Phase:
+    """A named stretch of a run with limits of its own, counted from when it began.
+
+    Made by ``Governor.enter_phase``; its limits are checked with the run's until
+    ``Governor.exit_phase``. It is the Context its limits see: their slots are its own.
+    """
+
+    __slots__ = ("governor", "limits", "name", "now", "slots")
+
+    def __init__(self, governor: Governor, name: str, limits: Limit) -> None:
+        self.governor = governor
+        self.name = name
+        self.limits = limits
+        self.now = governor.now
+        #: One slot per leaf, on the run's tally, whose rounds begin where the phase began.
+        self.slots: dict[Leaf, Slot] = {}
+
+    def slot(self, leaf: Leaf) -> Slot:
+        return self.slots[leaf]
+
+    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal:
+        return self.governor.request_cost(model, input_tokens, max_tokens)
+
+    def usage_now(self) -> Usage:
+        return self.governor.usage_now()
+
+    def __repr__(self) -> str:
+        return f"phase({self.name!r}, {self.limits!r})"
 
 
 class Governor:
@@ -96,8 +138,9 @@ class Governor:
         self._last_text: str | None = None
         #: The terminal decision of the current run, once it has stopped.
         self._stopped: Stop | None = None
-        #: The open question: the ask, the limit that asked, and whether it asked before spending.
-        self._pending: tuple[Ask, Limit, bool] | None = None
+        #: The open question: the ask, the limit that asked, whether it asked before spending, and
+        #: the context of that limit (the governor, or a phase).
+        self._pending: tuple[Ask, Limit, bool, Context] | None = None
         #: A note a limit gave before the event spent, returned once the event is admitted.
         self._early: Warn | None = None
         #: Set while a child counts an event whose before-checks already passed.
@@ -106,6 +149,17 @@ class Governor:
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
         self._cancel_lock = threading.Lock()
+        self._cancel_listeners: list[Callable[[], None]] = []
+        #: Held while an event is decided and counted. Hold it to read several values as one.
+        self.lock = threading.RLock()
+        #: The model requests sent and not yet answered, oldest first.
+        self._in_flight: list[Reservation] = []
+        #: The last worst-case price computed: ((model, prompt, max_tokens), dollars).
+        self._quote: tuple[tuple[str, int, int], Decimal] | None = None
+        #: Phases entered and not yet left, outermost first.
+        self._phases: list[Phase] = []
+        #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
+        self._synthesizing = False
         self._slots: dict[Leaf, Slot] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
@@ -129,17 +183,25 @@ class Governor:
     # Public surface
 
     def handle(self, event: Event) -> Decision:
-        """The decision for ``event``."""
-        if self._plain:
-            # The common case, in one test: live, unasked, uncancelled, no parent.
-            handler = self._handlers.get(type(event))
-            if handler is not None:
-                decision: Decision = handler(event)
-                return decision
+        """The decision for ``event``. Safe to call from any thread or task."""
+        with self.lock:
+            if self._plain:
+                # The common case, in one test: live, unasked, uncancelled, no parent.
+                handler = self._handlers.get(type(event))
+                if handler is not None:
+                    decision: Decision = handler(event)
+                    return decision
+            return self._handle_slowly(event)
+
+    __call__ = handle
+
+    def _handle_slowly(self, event: Event) -> Decision:
         if self._cancel_reason is not None:
+            if type(event) is ModelResponse and self._stopped is None:
+                self._count_response(event)  # it was sent: its usage is real
             return self._cancelled()
         if self._stopped is not None and type(event) is not RunStarted:
-            return self._stopped
+            return self._after_stop(event)
         if self._pending is not None and type(event) is RunStarted:
             self._pending = None  # a new prompt makes the open question moot
         if self._pending is not None:
@@ -154,10 +216,8 @@ class Governor:
             raise InvalidValueError(
                 "Governor.handle(event)", event, "one of the events in haltwise.events"
             )
-        decision = handler(event)
+        decision: Decision = handler(event)
         return decision
-
-    __call__ = handle
 
     def _refresh(self) -> None:
         """Recompute the fast-path flag after the run's state changed."""
@@ -170,62 +230,182 @@ class Governor:
 
     def resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
         """Carry on after a human's ``answer`` to ``ask`` (None: no answer came, or no UI)."""
+        with self.lock:
+            return self._resolve(ask, answer)
+
+    def _resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
         if ask.owner is not self:
             return self._resolve_for_parent(ask, answer)
         if self._pending is None or self._pending[0] is not ask:
             raise ConfigurationError(
                 "resolve() got an Ask that is not this governor's open question"
             )
-        limit: Limit = self._pending[1]
-        before: bool = self._pending[2]
+        _, limit, before, ctx = self._pending
         self._pending = None
         self._refresh()
         reply = _as_answer(answer)
         if reply is None or reply.choice is Choice.ABORT:
-            stop: Stop = self._stop_after_ask(ask, limit, reply)
+            stop: Stop = self._stop_after_ask(ask, limit, reply, ctx)
             return stop
         if reply.choice is Choice.WRAP_UP:
             message = f"{ask.question.removesuffix(' Continue?')} The human chose to wrap up."
-            stop = self._stop(limit.status_on_stop(), limit.reason, message, limit, synthesize=True)
+            stop = self._stop(
+                limit.status_on_stop(), limit.reason, message, limit, synthesize=True, ctx=ctx
+            )
             return stop
         if reply.choice is Choice.CONTINUE:
-            limit.new_round(self)
+            limit.new_round(ctx)
             self._bypass = limit
         else:
             assert reply.amount is not None
-            limit.extend(reply.amount, self)
+            limit.extend(reply.amount, ctx)
         try:
             return self.handle(ask.event) if before and ask.event is not None else CONTINUE
         finally:
             self._bypass = None
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the run at its next event. Safe to call from any thread or task."""
+        """Stop the run at its next event. Safe to call from any thread or task.
+
+        Drivers that can interrupt a call in flight hear of it through ``on_cancel``.
+        """
         with self._cancel_lock:
             self._cancel_reason = reason
             self._plain = False
+            listeners = list(self._cancel_listeners)
+        for listener in listeners:
+            listener()
+
+    def on_cancel(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the cancelling thread) whenever ``cancel()`` is called, so
+        that a driver can interrupt what is in flight. Returns a function that unsubscribes."""
+        with self._cancel_lock:
+            self._cancel_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._cancel_lock, contextlib.suppress(ValueError):
+                self._cancel_listeners.remove(listener)
+
+        return unsubscribe
 
     def synthesized(self, answer: str) -> Outcome:
-        """The final outcome after a driver wrote ``answer`` for a ``Stop(synthesize=True)``."""
-        if self._stopped is None or not self._stopped.synthesize:
-            raise ConfigurationError("synthesized() is for a run that stopped with synthesize=True")
-        outcome = self._stopped.outcome
-        final = replace(
-            outcome,
-            status=Status.COMPLETED_WITH_WARNINGS,
-            message=f"{outcome.message} Answered from the evidence gathered so far.",
-            partial_output=answer,
-        )
-        self._stopped = Stop(final)
-        return final
+        """The final outcome after a driver wrote ``answer`` for a ``Stop(synthesize=True)``.
+
+        The synthesis pass's own model call, reported as ``ModelRequest`` and ``ModelResponse``
+        while the run was stopped, is in the outcome's usage.
+        """
+        with self.lock:
+            if self._stopped is None or not self._stopped.synthesize:
+                raise ConfigurationError(
+                    "synthesized() is for a run that stopped with synthesize=True"
+                )
+            outcome = self._stopped.outcome
+            final = replace(
+                outcome,
+                status=Status.COMPLETED_WITH_WARNINGS,
+                message=f"{outcome.message} Answered from the evidence gathered so far.",
+                partial_output=answer,
+                usage=self.usage,
+            )
+            self._stopped = Stop(final)
+            self._synthesizing = False
+            return final
 
     def stop(self, reason: str, message: str, status: Status = Status.ABANDONED) -> Stop:
         """End the current run now, from outside the limits (a crash, a kill switch).
 
         The counts are checkpointed like any other stop's.
         """
-        self._pending = None
-        return self._stop(status, reason, message, None)
+        with self.lock:
+            self._pending = None
+            return self._stop(status, reason, message, None)
+
+    def interrupted(
+        self, message: str, *, partial_output: str | None = None, cancelled: bool = False
+    ) -> Stop:
+        """End a run whose driver was cut off in the middle of a call (its deadline passed,
+        ``cancel()`` was called, or the loop raised).
+
+        Requests still in flight were sent and never answered: they count at what they
+        reserved. The run ends ``timed_out`` if a time limit has passed, ``cancelled`` if
+        ``cancel()`` was called (or ``cancelled=True``: the driver's task was cancelled), and
+        otherwise abandoned with reason ``error`` and ``message``. A run already stopped keeps
+        its stop.
+        """
+        with self.lock:
+            self._pending = None
+            self._settle_in_flight()
+            if self._stopped is not None:
+                return self._stopped
+            if self._cancel_reason is not None:
+                return self._cancelled(partial_output)
+            for limit, slot, ctx in self._deadlines:
+                text = limit.passed(slot, ctx, "a call")
+                if text is not None:
+                    return self._stop(
+                        limit.status_on_stop(),
+                        limit.reason,
+                        f"{text}. {message}",
+                        limit,
+                        synthesize=limit.policy.name == "synthesize",
+                        provider_called=True,
+                        partial=partial_output,
+                        ctx=ctx,
+                    )
+            if cancelled:
+                return self._stop(
+                    Status.CANCELLED, "cancelled", message, None, partial=partial_output
+                )
+            return self._stop(Status.ABANDONED, "error", message, None, partial=partial_output)
+
+    def deadline(self) -> float | None:
+        """When (on the governor's clock) the earliest time limit trips; None without one."""
+        with self.lock:
+            earliest: float | None = None
+            for limit, slot, _ in self._deadlines:
+                at = limit.deadline(slot)
+                if at is not None and (earliest is None or at < earliest):
+                    earliest = at
+            return earliest
+
+    def time_left(self) -> float | None:
+        """Seconds until the earliest time limit trips (0 once it has); None without one.
+
+        Drivers pass it down as the timeout of what they call: the model client's request, a
+        tool, a shell command (the smaller of its own timeout and this).
+        """
+        deadline = self.deadline()
+        return None if deadline is None else max(0.0, deadline - self._clock())
+
+    def enter_phase(
+        self, name: str, limits: Limit | Callable[[Usage], bool] | None = None
+    ) -> Phase:
+        """Begin a phase of the run with limits of its own, counted from now (its turns, calls,
+        tokens, dollars and seconds), checked together with the run's. Phases nest; a phase's
+        stop names it (``Outcome.phase``)."""
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidValueError("phase name", name, "a non-empty string, e.g. 'plan'")
+        with self.lock:
+            phase = Phase(self, name, as_limit(limits))
+            for leaf in dict.fromkeys(phase.limits.leaves()):
+                slot = Slot(self._run)
+                slot.state = leaf.new_state()
+                phase.slots[leaf] = slot
+                slot.new_round(leaf.metric(slot, phase))
+            self._phases.append(phase)
+            self._install(self._limits, keep_slots=True)
+            return phase
+
+    def exit_phase(self, phase: Phase) -> None:
+        """End ``phase`` (the innermost one): its limits are no longer checked."""
+        with self.lock:
+            if not self._phases or self._phases[-1] is not phase:
+                raise ConfigurationError(
+                    f"exit_phase({phase.name!r}): phases end innermost first, and "
+                    f"{phase.name!r} is not the innermost phase open"
+                )
+            self._phases.pop()
+            self._install(self._limits, keep_slots=True)
 
     def set_limit(self, limit: Limit) -> None:
         """Change a limit while a run is live, replacing the one of the same kind (or adding).
@@ -233,21 +413,22 @@ class Governor:
         A turn limit going from unlimited to a number restarts its count; from one number to
         another it keeps the count, so a count already past the new number trips at once.
         """
-        members = list(self._limits.members())
-        for new_leaf in as_limit(limit).leaves():
-            for index, old in enumerate(members):
-                if isinstance(old, Leaf) and old.key() == new_leaf.key():
-                    slot = self._slots.pop(old)
-                    if not old.enforced and new_leaf.enforced:
-                        # The spec's LimitReEnabled: a limit switched back on starts from zero.
-                        slot.new_round(new_leaf.metric(slot, self))
-                    slot.warned = False
-                    self._slots[new_leaf] = slot
-                    members[index] = new_leaf
-                    break
-            else:
-                members.append(new_leaf)
-        self._install(any_of(*members) if members else as_limit(None), keep_slots=True)
+        with self.lock:
+            members = list(self._limits.members())
+            for new_leaf in as_limit(limit).leaves():
+                for index, old in enumerate(members):
+                    if isinstance(old, Leaf) and old.key() == new_leaf.key():
+                        slot = self._slots.pop(old)
+                        if not old.enforced and new_leaf.enforced:
+                            # The spec's LimitReEnabled: a limit switched back on starts at zero.
+                            slot.new_round(new_leaf.metric(slot, self))
+                        slot.warned = False
+                        self._slots[new_leaf] = slot
+                        members[index] = new_leaf
+                        break
+                else:
+                    members.append(new_leaf)
+            self._install(any_of(*members) if members else as_limit(None), keep_slots=True)
 
     @property
     def limits(self) -> Limit:
@@ -260,12 +441,14 @@ class Governor:
     @property
     def usage(self) -> Usage:
         """What the current run has spent."""
-        return self._run.snapshot(self._clock())
+        with self.lock:
+            return self._run.snapshot(self._clock())
 
     @property
     def session_usage(self) -> Usage:
         """What every run of this governor has spent."""
-        return self._session.snapshot(self._clock())
+        with self.lock:
+            return self._session.snapshot(self._clock())
 
     @property
     def stopped(self) -> Stop | None:
@@ -274,24 +457,40 @@ class Governor:
 
     @property
     def outcome(self) -> Outcome | None:
-        return None if self._stopped is None else self._stopped.outcome
+        stopped = self._stopped
+        return None if stopped is None else stopped.outcome
 
     @property
     def pending(self) -> Ask | None:
         """The question waiting for a human, if any."""
-        return None if self._pending is None else self._pending[0]
+        pending = self._pending
+        return None if pending is None else pending[0]
+
+    @property
+    def phases(self) -> tuple[Phase, ...]:
+        """The phases open now, outermost first."""
+        return tuple(self._phases)
 
     def standing(self) -> list[LimitStatus]:
-        """Each limit's count and cap in the current round, for widgets and ``/limits``."""
-        return [leaf.standing(self._slots[leaf], self) for leaf in self._leaves]
+        """Each limit's count and cap in the current round (the run's, then each phase's),
+        for widgets and ``/limits``."""
+        with self.lock:
+            standing = [leaf.standing(self._slots[leaf], self) for leaf in self._leaves]
+            for phase in self._phases:
+                for leaf, slot in phase.slots.items():
+                    status = leaf.standing(slot, phase)
+                    status.limit = f"phase {phase.name!r}: {status.limit}"
+                    standing.append(status)
+            return standing
 
     def turns(self) -> tuple[int, int | None]:
         """The turn count of this round and the turn limit (None: unlimited or no turn limit)."""
-        for leaf in self._leaves:
-            if leaf.reason == "turn_limit":
-                status = leaf.standing(self._slots[leaf], self)
-                return int(status.used), status.cap
-        return self._run.turns, None
+        with self.lock:
+            for leaf in self._leaves:
+                if leaf.reason == "turn_limit":
+                    status = leaf.standing(self._slots[leaf], self)
+                    return int(status.used), status.cap
+            return self._run.turns, None
 
     def child(self, limits: Limit | Callable[[Usage], bool] | None = None) -> Governor:
         """A governor for a sub-agent: its spending counts against this one's budgets too."""
@@ -305,53 +504,66 @@ class Governor:
         )
 
     def checkpoint(self) -> dict[str, Any]:
-        """The counts of the current run and session, as JSON-compatible data."""
-        now = self._clock()
-        return {
-            "version": 1,
-            "run_id": self._run_id,
-            "prompt": self._prompt,
-            "limits": repr(self._limits),
-            "run": self._run.to_dict(now),
-            "session": self._session.to_dict(now),
-            "slots": [
-                {
-                    "limit": repr(leaf),
-                    "baseline": _jsonable(slot.baseline),
-                    "extra": _jsonable(slot.extra),
-                }
-                for leaf in self._leaves
-                for slot in (self._slots[leaf],)
-            ],
-            "last_text": self._last_text,
-        }
+        """The counts of the current run and session, as JSON-compatible data.
+
+        Requests in flight are in it: a run resumed from it counts them as spent (they were
+        sent; whether they were answered cannot be known), so it cannot spend them twice.
+        """
+        with self.lock:
+            now = self._clock()
+            return {
+                "version": 1,
+                "run_id": self._run_id,
+                "prompt": self._prompt,
+                "limits": repr(self._limits),
+                "run": self._run.to_dict(now),
+                "session": self._session.to_dict(now),
+                "slots": [
+                    {
+                        "limit": repr(leaf),
+                        "baseline": _jsonable(slot.baseline),
+                        "extra": _jsonable(slot.extra),
+                    }
+                    for leaf in self._leaves
+                    for slot in (self._slots[leaf],)
+                ],
+                "last_text": self._last_text,
+                "in_flight": [reservation.to_list() for reservation in self._in_flight],
+            }
 
     def restore(self, data: dict[str, Any] | str) -> None:
         """Resume a run from a checkpoint (or a ledger reference to one) with the counts it had.
 
-        Counts of limits that still exist are kept; the run is live again.
+        Counts of limits that still exist are kept; requests that were in flight count at what
+        they reserved; the run is live again.
         """
         if isinstance(data, str):
             data = self._ledger.load_checkpoint(data)
-        try:
-            now = self._clock()
-            self._run.load(data["run"], now)
-            self._session.load(data["session"], now)
-            saved = {entry["limit"]: entry for entry in data["slots"]}
-            for leaf in self._leaves:
-                entry = saved.get(repr(leaf))
-                if entry is not None:
-                    slot = self._slots[leaf]
-                    slot.baseline = _from_json(entry["baseline"])
-                    slot.extra = _from_json(entry["extra"])
-            self._run_id = str(data["run_id"])
-            self._prompt = str(data.get("prompt", ""))
-            self._last_text = data.get("last_text")
-        except (KeyError, TypeError, ValueError, ArithmeticError) as error:
-            raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
-        self._stopped = None
-        self._pending = None
-        self._refresh()
+        with self.lock:
+            try:
+                now = self._clock()
+                self._run.load(data["run"], now)
+                self._session.load(data["session"], now)
+                saved = {entry["limit"]: entry for entry in data["slots"]}
+                for leaf in self._leaves:
+                    entry = saved.get(repr(leaf))
+                    if entry is not None:
+                        slot = self._slots[leaf]
+                        slot.baseline = _from_json(entry["baseline"])
+                        slot.extra = _from_json(entry["extra"])
+                self._run_id = str(data["run_id"])
+                self._prompt = str(data.get("prompt", ""))
+                self._last_text = data.get("last_text")
+                in_flight = [Reservation.from_list(item) for item in data.get("in_flight", [])]
+            except (KeyError, TypeError, ValueError, ArithmeticError) as error:
+                raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
+            self._in_flight = []
+            for reservation in in_flight:
+                self._spend(reservation)
+            self._stopped = None
+            self._pending = None
+            self._synthesizing = False
+            self._refresh()
 
     # ----------------------------------------------------------------------------------------
     # The Context that limits see
@@ -360,11 +572,16 @@ class Governor:
         return self._slots[leaf]
 
     def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal:
+        key = (model, input_tokens, max_tokens)
+        quote = self._quote
+        if quote is not None and quote[0] == key:
+            return quote[1]
         cost = self._price(model, input_tokens, max_tokens, 0, 0)
         if cost is None:
             raise UnpricedModelError(
                 model or "(no model name)", self._pricing().describe_missing(model)
             )
+        self._quote = (key, cost)
         return cost
 
     def usage_now(self) -> Usage:
@@ -375,7 +592,9 @@ class Governor:
 
     def _on_run_started(self, event: RunStarted) -> Decision:
         now = self._clock()
+        self._settle_in_flight()
         self._stopped = None
+        self._synthesizing = False
         self._refresh()
         self._run.reset(now)
         if self._session.started_at is None:
@@ -385,6 +604,10 @@ class Governor:
             if leaf.scope == "run":
                 slot.new_round()
                 slot.state = leaf.new_state()
+        if self._phases:
+            # Phases belong to the run they were entered in.
+            self._phases = []
+            self._install(self._limits, keep_slots=True)
         self._run_id = event.run_id or self._new_id()
         self._prompt = event.prompt
         self._last_text = None
@@ -404,12 +627,92 @@ class Governor:
             return decision
         self._run.model_calls += 1
         self._session.model_calls += 1
-        return self._post(self._post_request, event)
+        max_tokens = self._reserve(event)
+        decision = self._post(self._post_request, event)
+        if max_tokens == event.max_tokens:
+            return decision
+        return _lowered(decision, max_tokens)
+
+    def _reserve(self, event: ModelRequest) -> int | None:
+        """Hold the request's worst case until its answer: its prompt, its ``max_tokens``
+        (lowered to what the token limits leave) and, under a cost limit, its dollars.
+
+        The ``max_tokens`` to send comes back. A request that set none may still be told one
+        (what the token limits leave), but holds no output tokens: its worst case is unknown,
+        and its answer is checked when it arrives.
+        """
+        max_tokens = event.max_tokens
+        for limit, slot, _ in self._allowing:
+            allowed = limit.allowance(event, slot)
+            if allowed is not None and (max_tokens is None or allowed < max_tokens):
+                max_tokens = allowed
+        prompt = event.input_tokens
+        if prompt is None:
+            prompt = self._run.last_input_tokens
+        output = 0 if event.max_tokens is None else max_tokens or 0
+        cost = None
+        if self._needs_prices and event.model and event.max_tokens is not None:
+            cost = self.request_cost(event.model, prompt, output)
+        reservation = Reservation(event.request_id, event.model, prompt, output, cost)
+        if len(self._in_flight) >= _MAX_IN_FLIGHT:
+            # A driver that never reports answers: the oldest request is taken as unanswered.
+            self._spend(self._release(self._in_flight[0].request_id))  # type: ignore[arg-type]
+        self._in_flight.append(reservation)
+        reservation.hold(self._run, 1)
+        reservation.hold(self._session, 1)
+        return max_tokens
+
+    def _release(self, request_id: str) -> Reservation | None:
+        """The reservation a response answers: the one with its id, else the oldest."""
+        in_flight = self._in_flight
+        if not in_flight:
+            return None
+        index = 0
+        if request_id:
+            for position, reservation in enumerate(in_flight):
+                if reservation.request_id == request_id:
+                    index = position
+                    break
+        reservation = in_flight.pop(index)
+        reservation.hold(self._run, -1)
+        reservation.hold(self._session, -1)
+        return reservation
+
+    def _spend(self, reservation: Reservation) -> None:
+        """Count a request that was sent and never answered at what it reserved."""
+        cost = reservation.cost
+        if cost is None:
+            cost = self._price(
+                reservation.model, reservation.input_tokens, reservation.output_tokens, 0, 0
+            )
+        self._add_usage(reservation.input_tokens, reservation.output_tokens, 0, 0, cost)
+
+    def _settle_in_flight(self) -> None:
+        """Every request still in flight is counted at its reservation."""
+        while self._in_flight:
+            reservation = self._release(self._in_flight[0].request_id)
+            assert reservation is not None
+            self._spend(reservation)
 
     def _on_model_response(self, event: ModelResponse) -> Decision:
         decision = self._pre(self._pre_response, event)
         if decision is not None:
             return decision
+        cost = self._count_response(event)
+        if cost is None and self._needs_prices:
+            # Counted first, so nothing is lost; but the cost limit cannot be kept.
+            raise UnpricedModelError(
+                event.model or "(no model name)", self._pricing().describe_missing(event.model)
+            )
+        return self._post(self._post_response, event)
+
+    def _count_response(self, event: ModelResponse) -> Decimal | None:
+        """Count a response's usage (or, unanswered, its request's reservation)."""
+        reservation = self._release(event.request_id) if self._in_flight else None
+        if not event.answered:
+            if reservation is not None:
+                self._spend(reservation)
+            return self._run.cost if self._run.cost_known else None
         cost = event.cost
         if cost is None:
             cost = self._price(
@@ -419,24 +722,35 @@ class Governor:
                 event.cache_read_tokens,
                 event.cache_write_tokens,
             )
+        self._add_usage(
+            event.input_tokens,
+            event.output_tokens,
+            event.cache_read_tokens,
+            event.cache_write_tokens,
+            cost,
+        )
+        if event.text:
+            self._last_text = event.text
+        return cost
+
+    def _add_usage(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read: int,
+        cache_write: int,
+        cost: Decimal | None,
+    ) -> None:
         for tally in (self._run, self._session):
-            tally.input_tokens += event.input_tokens
-            tally.output_tokens += event.output_tokens
-            tally.cache_read_tokens += event.cache_read_tokens
-            tally.cache_write_tokens += event.cache_write_tokens
-            tally.last_input_tokens = event.input_tokens
+            tally.input_tokens += input_tokens
+            tally.output_tokens += output_tokens
+            tally.cache_read_tokens += cache_read
+            tally.cache_write_tokens += cache_write
+            tally.last_input_tokens = input_tokens
             if cost is None:
                 tally.cost_known = False
             else:
                 tally.cost += cost
-        if event.text:
-            self._last_text = event.text
-        if cost is None and self._needs_prices:
-            # Counted first, so nothing is lost; but the cost limit cannot be kept.
-            raise UnpricedModelError(
-                event.model or "(no model name)", self._pricing().describe_missing(event.model)
-            )
-        return self._post(self._post_response, event)
 
     def _on_tool_call(self, event: ToolCall) -> Decision:
         decision = self._pre(self._pre_tool, event)
@@ -463,6 +777,9 @@ class Governor:
         return self._check(pre, post, event)
 
     def _on_run_ended(self, event: RunEnded) -> Decision:
+        decision = self._pre(self._pre_run_end, event)
+        if decision is not None:
+            return decision  # a time limit passed: the run did not end in time
         output = event.output if event.output is not None else self._last_text
         run = self._run
         message = (
@@ -470,6 +787,52 @@ class Governor:
             f"{_count(run.model_calls, 'model call')} and {_count(run.tool_calls, 'tool call')}."
         )
         return self._stop(Status.COMPLETED, "completed", message, None, partial=output)
+
+    # ----------------------------------------------------------------------------------------
+    # After a stop
+
+    def _after_stop(self, event: Event) -> Decision:
+        """Events after the run stopped: usage still counts; a synthesis pass is budgeted."""
+        stop = self._stopped
+        assert stop is not None
+        kind = type(event)
+        if kind is ModelRequest and stop.synthesize:
+            return self._admit_synthesis(event)  # type: ignore[arg-type]
+        if kind is ModelResponse:
+            # It was sent before the stop, or it is the synthesis pass: either way it is spent.
+            self._count_response(event)  # type: ignore[arg-type]
+            if self._synthesizing:
+                return CONTINUE
+            outcome = replace(stop.outcome, usage=self.usage)
+            if outcome.checkpoint is not None:
+                self._ledger.save_checkpoint(self._run_id, self.checkpoint())
+            stop = self._stopped = replace(stop, outcome=outcome)
+        return stop
+
+    def _admit_synthesis(self, event: ModelRequest) -> Decision:
+        """The tools-free pass after a ``synthesize`` stop: only the budgets (tokens and
+        dollars) are checked, with its worst case, before it is sent; it counts as a model
+        call. If even that does not fit, the run ends with its partial output, saying so."""
+        stop = self._stopped
+        assert stop is not None
+        for limit, slot, ctx in self._pre_request:
+            if limit.reason not in ("token_limit", "cost_limit") or limit.shadow:
+                continue
+            verdict = limit.pre(event, slot, ctx)
+            if isinstance(verdict, str):
+                outcome = stop.outcome
+                message = (
+                    f"{outcome.message} No final answer was written: the budget left cannot "
+                    f"pay for one ({verdict}); the partial output is kept."
+                )
+                self._stopped = Stop(replace(outcome, message=message, usage=self.usage))
+                self._synthesizing = False
+                return self._stopped
+        self._synthesizing = True
+        self._run.model_calls += 1
+        self._session.model_calls += 1
+        max_tokens = self._reserve(event)
+        return CONTINUE if max_tokens == event.max_tokens else Continue(max_tokens)
 
     # ----------------------------------------------------------------------------------------
     # Checking
@@ -482,10 +845,10 @@ class Governor:
         if self._checked:
             return None
         bypass = self._bypass
-        for limit, slot in checks:
+        for limit, slot, ctx in checks:
             if limit is bypass:
                 continue
-            verdict = limit.pre(event, slot, self)
+            verdict = limit.pre(event, slot, ctx)
             if verdict is None:
                 continue
             if type(verdict) is Warn:
@@ -495,7 +858,7 @@ class Governor:
             if type(verdict) is Block:
                 self._early = None
                 return verdict
-            decision = self._trip(limit, slot, event, str(verdict), before=True)
+            decision = self._trip(limit, slot, event, str(verdict), before=True, ctx=ctx)
             if decision is not None:
                 self._early = None
                 return decision
@@ -503,12 +866,12 @@ class Governor:
 
     def _post(self, checks: tuple[_Check, ...], event: Event) -> Decision:
         warn, self._early = self._early, None
-        for limit, slot in checks:
-            verdict = limit.post(event, slot, self)
+        for limit, slot, ctx in checks:
+            verdict = limit.post(event, slot, ctx)
             if verdict is None:
                 pass
             elif type(verdict) is str:
-                decision = self._trip(limit, slot, event, verdict, before=False)
+                decision = self._trip(limit, slot, event, verdict, before=False, ctx=ctx)
                 if decision is not None:
                     return decision
             elif type(verdict) is Warn:
@@ -517,38 +880,46 @@ class Governor:
                 note = Warn(verdict.reason, verdict.limit)
                 warn = note if warn is None else _join(warn, note)
             if slot is not None and limit.warn_at is not None and not slot.warned:
-                text = limit.warning(slot, self)
+                text = limit.warning(slot, ctx)
                 if text is not None:
                     slot.warned = True
-                    note = Warn(text, repr(limit))
+                    note = Warn(_in_phase(text, ctx), repr(limit))
                     warn = note if warn is None else _join(warn, note)
         return CONTINUE if warn is None else warn
 
     def _trip(
-        self, limit: Limit, slot: Slot | None, event: Event, message: str, *, before: bool
+        self,
+        limit: Limit,
+        slot: Slot | None,
+        event: Event,
+        message: str,
+        *,
+        before: bool,
+        ctx: Context,
     ) -> Decision | None:
         if limit.shadow:
             if slot is not None and not slot.tripped:
                 slot.tripped = True
-                self.shadow_trips.append(ShadowTrip(self._run_id, repr(limit), message, event))
+                text = _in_phase(message, ctx)
+                self.shadow_trips.append(ShadowTrip(self._run_id, repr(limit), text, event))
             return None
         policy = limit.policy.name
         if policy == "block" and type(event) is ToolCall:
-            return Block(event, message, repr(limit))
+            return Block(event, _in_phase(message, ctx), repr(limit))
         if policy == "ask":
             ask = Ask(
-                question=limit.question(self),
+                question=_in_phase(limit.question(ctx), ctx),
                 reason=limit.reason,
                 limit=repr(limit),
                 timeout=limit.policy.timeout,
                 event=event,
                 owner=self,
             )
-            self._pending = (ask, limit, before)
+            self._pending = (ask, limit, before, ctx)
             self._plain = False
             return ask
         if policy == "best_effort":
-            return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit)
+            return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit, ctx=ctx)
         stop = self._stop(
             limit.status_on_stop(),
             limit.reason,
@@ -556,30 +927,33 @@ class Governor:
             limit,
             synthesize=policy == "synthesize",
             provider_called=not before,
+            ctx=ctx,
         )
         if limit.policy.synthesizer is not None:
             stop = self._stopped = replace(stop, synthesizer=limit.policy.synthesizer)
         return stop
 
-    def _stop_after_ask(self, ask: Ask, limit: Limit, answer: Answer | None) -> Stop:
+    def _stop_after_ask(self, ask: Ask, limit: Limit, answer: Answer | None, ctx: Context) -> Stop:
         where = ask.question.removesuffix(" Continue?")
         if answer is None:
             waited = f" within {ask.timeout:g}s" if ask.timeout is not None else ""
             message = f"{where} No answer came{waited}, so the run stops ({ask.limit})."
             return self._stop(limit.status_on_stop(), limit.reason, message, limit)
         message = f"{where} The human declined to continue ({ask.limit})."
-        return self._stop(Status.ABANDONED, "declined", message, limit)
+        return self._stop(Status.ABANDONED, "declined", message, limit, phase=_phase_of(ctx))
 
-    def _cancelled(self) -> Stop:
+    def _cancelled(self, partial: str | None = None) -> Stop:
         with self._cancel_lock:
             reason, self._cancel_reason = self._cancel_reason, None
         self._pending = None
+        if self._stopped is not None:
+            return self._stopped  # the run had already stopped: its stop stands
         message = (
             "The run was cancelled."
             if reason in (None, "cancelled")
             else f"The run was cancelled: {reason}."
         )
-        return self._stop(Status.CANCELLED, "cancelled", message, None)
+        return self._stop(Status.CANCELLED, "cancelled", message, None, partial=partial)
 
     def _stop(
         self,
@@ -591,7 +965,12 @@ class Governor:
         synthesize: bool = False,
         provider_called: bool = False,
         partial: str | None = None,
+        ctx: Context | None = None,
+        phase: str | None = None,
     ) -> Stop:
+        phase = phase if ctx is None else _phase_of(ctx)
+        if phase is not None and not message.startswith("In phase"):
+            message = f"In phase {phase!r}: {message}"
         checkpoint = None
         if status is not Status.COMPLETED:
             checkpoint = self._ledger.save_checkpoint(
@@ -610,6 +989,7 @@ class Governor:
             suggestions=suggestions,
             checkpoint=checkpoint,
             limit=None if limit is None else repr(limit),
+            phase=phase,
         )
         stop = Stop(outcome, synthesize=synthesize, provider_called=provider_called)
         self._stopped = stop
@@ -670,20 +1050,32 @@ class Governor:
                 slot.state = leaf.new_state()
             slots[leaf] = slot
         self._slots = slots
-        self._needs_prices = any(leaf.reason == "cost_limit" for leaf in self._leaves)
+        contexts: list[tuple[Limit, dict[Leaf, Slot], Context]] = [(limits, slots, self)]
+        contexts += [(phase.limits, phase.slots, phase) for phase in self._phases]
+        self._needs_prices = any(
+            leaf.reason == "cost_limit" for limit, _, _ in contexts for leaf in limit.leaves()
+        )
         table: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
-        for member in limits.members():
-            if isinstance(member, Leaf) and not member.enforced:
-                continue
-            slot = self._slots.get(member) if isinstance(member, Leaf) else None
-            for event_type in member.pre_events:
-                table[event_type][0].append((member, slot))
-            after = set(member.post_events)
-            if member.warn_at is not None:
-                after.update(member.pre_events)
-            for event_type in ALL_EVENTS:
-                if event_type in after:
-                    table[event_type][1].append((member, slot))
+        allowing: list[tuple[Leaf, Slot, Context]] = []
+        deadlines: list[tuple[Leaf, Slot, Context]] = []
+        for limit, owned, ctx in contexts:
+            for member in limit.members():
+                if isinstance(member, Leaf) and not member.enforced:
+                    continue
+                slot = owned.get(member) if isinstance(member, Leaf) else None
+                for event_type in member.pre_events:
+                    table[event_type][0].append((member, slot, ctx))
+                after = set(member.post_events)
+                if member.warn_at is not None:
+                    after.update(member.pre_events)
+                for event_type in ALL_EVENTS:
+                    if event_type in after:
+                        table[event_type][1].append((member, slot, ctx))
+                if isinstance(member, Leaf) and slot is not None and not member.shadow:
+                    if member.allows:
+                        allowing.append((member, slot, ctx))
+                    if member.reason == "time_limit":
+                        deadlines.append((member, slot, ctx))
         frozen = {t: (tuple(pre), tuple(post)) for t, (pre, post) in table.items()}
         self._pre_run, self._post_run = frozen[RunStarted]
         self._pre_turn, self._post_turn = frozen[TurnStarting]
@@ -692,7 +1084,10 @@ class Governor:
         self._pre_tool, self._post_tool = frozen[ToolCall]
         self._pre_result, self._post_result = frozen[ToolResult]
         self._pre_turn_end, self._post_turn_end = frozen[TurnEnded]
+        self._pre_run_end = frozen[RunEnded][0]
         self._tables = frozen
+        self._allowing = tuple(allowing)
+        self._deadlines = tuple(deadlines)
 
     def _pricing(self) -> Pricer:
         if self._pricer is None:
@@ -728,11 +1123,37 @@ def _join(first: Warn, second: Warn) -> Warn:
 
 def _merge(first: Decision, second: Decision) -> Decision:
     """A parent's decision and then a child's own, for the same event."""
-    if isinstance(second, Continue):
+    if isinstance(second, Continue) and second.max_tokens is None:
         return first
-    if isinstance(first, Warn) and isinstance(second, Warn):
-        return _join(first, second)
+    if isinstance(first, Continue) and first.max_tokens is None:
+        return second
+    if isinstance(first, Continue | Warn) and isinstance(second, Continue | Warn):
+        # Both admit a request: the note of each, and the lower max_tokens.
+        lowest = min(
+            (n for n in (first.max_tokens, second.max_tokens) if n is not None), default=None
+        )
+        if isinstance(first, Warn) and isinstance(second, Warn):
+            return replace(_join(first, second), max_tokens=lowest)
+        note = first if isinstance(first, Warn) else second
+        return _lowered(note, lowest)
     return second
+
+
+def _lowered(decision: Decision, max_tokens: int | None) -> Decision:
+    """``decision`` with the request's (lowered) ``max_tokens``."""
+    if isinstance(decision, Continue):
+        return Continue(max_tokens)
+    if isinstance(decision, Warn):
+        return replace(decision, max_tokens=max_tokens)
+    return decision
+
+
+def _phase_of(ctx: Context) -> str | None:
+    return ctx.name if isinstance(ctx, Phase) else None
+
+
+def _in_phase(text: str, ctx: Context) -> str:
+    return f"In phase {ctx.name!r}: {text}" if isinstance(ctx, Phase) else text
 
 
 def _as_answer(answer: Answer | Choice | bool | None) -> Answer | None:

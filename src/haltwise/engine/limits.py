@@ -73,9 +73,9 @@ ALL_EVENTS: tuple[EventType, ...] = (
     Progress,
     RunEnded,
 )
-#: Where a time limit is checked: before anything more is spent. (A run's clock starts at
-#: RunStarted, so only a session's clock can have run out by then.)
-_SPENDING = (TurnStarting, ModelRequest, ToolCall)
+#: Where a time limit is checked: before anything more is spent, and before a run may end
+#: completed. (A run's clock starts at RunStarted, so only a session's can have run out then.)
+_SPENDING = (TurnStarting, ModelRequest, ToolCall, RunEnded)
 
 
 class Unlimited:
@@ -433,6 +433,21 @@ class Leaf(Limit):
         """An "extend by" amount in this limit's units."""
         return value
 
+    #: Whether ``allowance`` can lower a request's ``max_tokens`` (token limits).
+    allows = False
+
+    def allowance(self, event: ModelRequest, slot: Slot) -> int | None:
+        """The most output tokens ``event`` may ask for without passing this limit (None: any)."""
+        return None
+
+    def deadline(self, slot: Slot) -> float | None:
+        """When (on the governor's clock) this limit trips by itself; None for all but time."""
+        return None
+
+    def passed(self, slot: Slot, ctx: Context, what: str) -> str | None:
+        """For a time limit: a message if it passed while ``what`` was running, else None."""
+        return None
+
     def cap(self) -> Any | None:
         """The limit's value, or None when unlimited."""
         raise NotImplementedError
@@ -600,6 +615,17 @@ _TOKEN_KINDS = ("input", "output", "total")
 
 
 class _MaxTokens(_CountLimit):
+    """Tokens, counted when usage arrives; before a request, its worst case.
+
+    Before a request, what is left is the cap less the tokens used and those the requests in
+    flight reserved (and, for ``total``, less the request's prompt: the size the driver gave,
+    else the last response's). Nothing left trips the limit ("would exceed"). Otherwise the
+    request may write at most what is left: the decision's ``max_tokens`` says so when the
+    request asked for more (or set none), and the driver sends it lowered. A driver that cannot
+    lower it (``ModelRequest(adjustable=False)``) has a request whose ``max_tokens`` is larger
+    refused before it is sent; one with no ``max_tokens`` at all is then only checked after.
+    """
+
     __slots__ = ("kind",)
     factory = "max_tokens"
     pre_events = (ModelRequest,)
@@ -609,6 +635,10 @@ class _MaxTokens(_CountLimit):
     def __init__(self, maximum: Any, args: str, kind: str, **kw: Any) -> None:
         self.kind = kind
         super().__init__(maximum, args, **kw)
+
+    @property
+    def allows(self) -> bool:  # type: ignore[override]
+        return self.kind != "input"
 
     @property
     def unit(self) -> str:  # type: ignore[override]
@@ -624,6 +654,65 @@ class _MaxTokens(_CountLimit):
         if self.kind == "output":
             return tally.output_tokens
         return tally.input_tokens + tally.output_tokens
+
+    def _held(self, slot: Slot) -> int:
+        """Tokens used this round, with what the requests in flight reserved."""
+        tally = slot.tally
+        if self.kind == "input":
+            held = tally.input_tokens + tally.reserved_input
+        elif self.kind == "output":
+            held = tally.output_tokens + tally.reserved_output
+        else:
+            held = (
+                tally.input_tokens
+                + tally.output_tokens
+                + tally.reserved_input
+                + tally.reserved_output
+            )
+        return int(held - slot.baseline)
+
+    def _room(self, event: ModelRequest, slot: Slot, held: int, cap: int) -> int:
+        """How many tokens the request may write (``output``, ``total``)."""
+        if self.kind == "output":
+            return cap - held
+        prompt = event.input_tokens
+        return cap - held - (slot.tally.last_input_tokens if prompt is None else prompt)
+
+    def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        if self.maximum is None:
+            return None
+        held = self._held(slot)
+        cap = self.maximum + slot.extra
+        if held >= cap:
+            return self._would_exceed(held, cap)
+        if self.kind == "input":
+            prompt = event.input_tokens
+            if prompt is not None and held + prompt > cap:
+                return (
+                    f"Token limit would be exceeded: input_tokens={held} of {cap}, and this "
+                    f"request's prompt has {prompt} ({self!r})"
+                )
+            return None
+        room = self._room(event, slot, held, cap)
+        if room <= 0:
+            return (
+                f"Token limit would be exceeded: total_tokens={held} of {cap}, and this "
+                f"request's prompt leaves no room for an answer ({self!r})"
+            )
+        wanted = event.max_tokens
+        if not event.adjustable and wanted is not None and wanted > room:
+            return (
+                f"Token limit would be exceeded: {self.kind}_tokens={held} of {cap}, and this "
+                f"request may write {wanted} more (max_tokens={wanted}, which its driver "
+                f"cannot lower to {room}) ({self!r})"
+            )
+        return None
+
+    def allowance(self, event: ModelRequest, slot: Slot) -> int | None:
+        if self.maximum is None or self.kind == "input":
+            return None
+        return max(self._room(event, slot, self._held(slot), self.maximum + slot.extra), 1)
 
     def _would_exceed(self, used: int, cap: int) -> str:
         return (
@@ -670,10 +759,15 @@ class _MaxCost(Leaf):
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
         # Decimal arithmetic is dear on the hot path: skip it while no round was restarted.
-        spent = slot.tally.cost - slot.baseline if slot.baseline else slot.tally.cost
+        tally = slot.tally
+        spent = tally.cost - slot.baseline if slot.baseline else tally.cost
+        if tally.reserved_cost:
+            # Requests in flight hold their worst case until their answers arrive.
+            spent += tally.reserved_cost
         cap = self.maximum + slot.extra if slot.extra else self.maximum
         if spent >= cap:
-            return f"Cost limit of ${cap} reached: ${_money(spent)} spent ({self!r})"
+            held = " (with requests in flight)" if tally.reserved_cost else ""
+            return f"Cost limit of ${cap} reached: ${_money(spent)} spent{held} ({self!r})"
         if event.max_tokens is None:
             return None
         prompt = (
@@ -723,13 +817,20 @@ class _Timeout(Leaf):
         self.seconds = seconds
         super().__init__(args, name="timeout", **kw)
 
+    #: A call that returns after the deadline is counted, and then the limit trips: the run
+    #: ends timed out, never completed.
+    post_events = (ModelResponse, ToolResult)
+
     @property
     def pre_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
         return (RunStarted, *_SPENDING) if self.scope == "session" else _SPENDING
 
-    @property
-    def post_events(self) -> tuple[EventType, ...]:  # type: ignore[override]
-        return self.pre_events if self.warn_at is not None else ()
+    def deadline(self, slot: Slot) -> float | None:
+        """The clock time at which this limit trips, once its clock has started."""
+        started = slot.tally.started_at
+        if started is None:
+            return None
+        return float(started + slot.baseline + self.seconds + slot.extra)
 
     def cap(self) -> float:
         return self.seconds
@@ -747,6 +848,27 @@ class _Timeout(Leaf):
         if elapsed >= cap:  # the slow path: only when the limit trips
             return (
                 f"Time limit of {_duration(cap)} reached: {_duration(elapsed)} elapsed ({self!r})"
+            )
+        return None
+
+    def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
+        assert slot is not None
+        if type(event) is ModelResponse:
+            return self.passed(slot, ctx, "a model call")
+        if type(event) is ToolResult:
+            return self.passed(slot, ctx, f"the tool {event.name}")
+        return None  # a soft threshold's check after an event that spends
+
+    def passed(self, slot: Slot, ctx: Context, what: str) -> str | None:
+        started = slot.tally.started_at
+        if started is None:
+            return None
+        elapsed = ctx.now() - started - slot.baseline
+        cap = self.seconds + slot.extra
+        if elapsed >= cap:
+            return (
+                f"Time limit of {_duration(cap)} passed while {what} was running: "
+                f"{_duration(elapsed)} elapsed ({self!r})"
             )
         return None
 

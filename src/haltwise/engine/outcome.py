@@ -93,6 +93,8 @@ class Outcome:
     checkpoint: str | None = None
     #: The limit that stopped the run, as its ``repr`` (``None`` when none did).
     limit: str | None = None
+    #: The phase whose limit stopped the run (``run.phase("plan", ...)``), if any.
+    phase: str | None = None
 
     @property
     def cost(self) -> Decimal | None:

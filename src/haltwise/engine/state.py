@@ -11,7 +11,7 @@ from typing import Any
 
 from .outcome import Usage
 
-__all__ = ["Slot", "Tally"]
+__all__ = ["Reservation", "Slot", "Tally"]
 
 _ZERO = Decimal(0)
 
@@ -28,6 +28,9 @@ class Tally:
         "last_input_tokens",
         "model_calls",
         "output_tokens",
+        "reserved_cost",
+        "reserved_input",
+        "reserved_output",
         "started_at",
         "tool_calls",
         "tool_calls_by_name",
@@ -52,6 +55,11 @@ class Tally:
         #: Dollars of the priced calls; ``cost_known`` is False once any call had no price.
         self.cost = _ZERO
         self.cost_known = True
+        #: What the requests still in flight reserved: their prompts, their ``max_tokens`` and
+        #: their worst-case dollars. Limits count them as spent until the answers arrive.
+        self.reserved_input = 0
+        self.reserved_output = 0
+        self.reserved_cost = _ZERO
         #: The monotonic time the scope started, or None before it has.
         self.started_at: float | None = None
 
@@ -104,6 +112,51 @@ class Tally:
         self.cost = Decimal(data["cost"])
         self.cost_known = bool(data["cost_known"])
         self.started_at = now - float(data["elapsed"])
+
+
+class Reservation:
+    """What one model request in flight holds of the budgets until its answer arrives."""
+
+    __slots__ = ("cost", "input_tokens", "model", "output_tokens", "request_id")
+
+    def __init__(
+        self,
+        request_id: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: Decimal | None,
+    ) -> None:
+        self.request_id = request_id
+        self.model = model
+        #: The prompt's size (as the driver said, or the last response's).
+        self.input_tokens = input_tokens
+        #: The request's ``max_tokens`` (0 when it had none).
+        self.output_tokens = output_tokens
+        #: The worst-case dollars, when a cost limit priced it.
+        self.cost = cost
+
+    def hold(self, tally: Tally, sign: int) -> None:
+        """Add this reservation to ``tally``'s reserved amounts (``sign=-1``: take it off)."""
+        tally.reserved_input += sign * self.input_tokens
+        tally.reserved_output += sign * self.output_tokens
+        if self.cost is not None:
+            tally.reserved_cost += sign * self.cost
+
+    def to_list(self) -> list[Any]:
+        cost = None if self.cost is None else str(self.cost)
+        return [self.request_id, self.model, self.input_tokens, self.output_tokens, cost]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> Reservation:
+        request_id, model, input_tokens, output_tokens, cost = data
+        return cls(
+            str(request_id),
+            str(model),
+            int(input_tokens),
+            int(output_tokens),
+            None if cost is None else Decimal(cost),
+        )
 
 
 class Slot:
