@@ -12,7 +12,11 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   pydantic-ai's agent graph checks them, with the response's cost given, and again with the
   cost priced per response by ``genai_prices.calc_price`` as pydantic-ai does;
 - diagnostics: the Governor with ``ModelResponse.cost`` given (no response pricing), and a
-  no-op callable (the driver's loop and one call per event: the floor of any per-event API).
+  no-op callable (the driver's loop and one call per event: the floor of any per-event API);
+- ``Governor at BASE``: the Governor of an earlier revision (``HALTWISE_BENCH_BASE``, by default
+  the one before the governor took a lock and held reservations), extracted with ``git
+  archive`` and imported under another name, so that a change to the hot path is measured
+  before and after in the same run. Skipped, saying why, outside a git checkout.
 
 Then the memory of one governed run (tracemalloc) and of a Governor itself.
 
@@ -23,17 +27,25 @@ a cProfile of the Governor over the same stream (not part of the benchmark's rec
 from __future__ import annotations
 
 import gc
+import importlib.util
+import io
+import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from genai_prices import calc_price
 from pydantic_ai.usage import RequestUsage, RunUsage, UsageLimits
 
+import haltwise
 from haltwise import (
     Event,
     Governor,
@@ -45,15 +57,8 @@ from haltwise import (
     Status,
     Stop,
     ToolCall,
-    ToolResult,
-    TurnEnded,
     TurnStarting,
     Warn,
-    max_cost,
-    max_tokens,
-    max_tool_calls,
-    max_turns,
-    timeout,
 )
 from haltwise.engine.decisions import Continue
 
@@ -82,14 +87,48 @@ BUDGET_BYTES = 2_048
 Handler = Callable[[Event], object]
 
 
-def limits() -> Limit:
-    return (
-        max_turns(MAX_TURNS)
-        | max_tool_calls(MAX_TOOL_CALLS)
-        | max_tokens(MAX_TOKENS)
-        | max_cost(str(MAX_COST))
-        | timeout(minutes=30)
+#: The revision whose Governor is timed beside today's (before issue 9: no lock, no reservations).
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "f31c4bb")
+
+
+def limits(api: Any = haltwise) -> Limit:
+    """The benchmark's limits, built with ``api`` (``haltwise``, or the base revision's)."""
+    limit: Limit = (
+        api.max_turns(MAX_TURNS)
+        | api.max_tool_calls(MAX_TOOL_CALLS)
+        | api.max_tokens(MAX_TOKENS)
+        | api.max_cost(str(MAX_COST))
+        | api.timeout(minutes=30)
     )
+    return limit
+
+
+def load_base() -> Any:
+    """The ``haltwise`` package at ``BASE_REVISION``, imported as ``haltwise_base``; or the
+    reason it cannot be (not a git checkout, no such revision)."""
+    root = Path(__file__).resolve().parents[1]
+    target = Path(tempfile.mkdtemp(prefix="haltwise-base-"))
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", BASE_REVISION, "src/haltwise"],
+            capture_output=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        stderr = getattr(error, "stderr", b"") or b""
+        return f"no base revision {BASE_REVISION}: {stderr.decode().strip() or error}"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(target, filter="data")
+    package = target / "src" / "haltwise"
+    spec = importlib.util.spec_from_file_location(
+        "haltwise_base", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["haltwise_base"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,20 +143,21 @@ def turn_usage(k: int) -> tuple[int, int, int]:
     return input_tokens, output_tokens, cache_read
 
 
-def build_run(*, priced: bool = False) -> list[Event]:
+def build_run(*, priced: bool = False, api: Any = haltwise) -> list[Event]:
     """One run's events, built once (building them is the driver's cost, not the governor's).
 
-    ``priced=True`` gives each ``ModelResponse`` its cost, as a provider that bills it would.
+    ``priced=True`` gives each ``ModelResponse`` its cost, as a provider that bills it would;
+    ``api`` is the package whose event types to use.
     """
-    events: list[Event] = [RunStarted(prompt="Fix the failing test in tests/test_api.py")]
+    events: list[Event] = [api.RunStarted(prompt="Fix the failing test in tests/test_api.py")]
     for k in range(TURNS):
         last = k == TURNS - 1
         input_tokens, output_tokens, cache_read = turn_usage(k)
         cost = by_hand_cost(input_tokens, output_tokens, cache_read) if priced else None
         events += [
-            TurnStarting(),
-            ModelRequest(model=MODEL, max_tokens=1024),
-            ModelResponse(
+            api.TurnStarting(),
+            api.ModelRequest(model=MODEL, max_tokens=1024),
+            api.ModelResponse(
                 model=MODEL,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
@@ -126,13 +166,13 @@ def build_run(*, priced: bool = False) -> list[Event]:
                 text="The test passes now." if last else None,
                 tool_calls=2,
             ),
-            ToolCall("read_file", {"path": f"src/app/module_{k}.py"}, f"call_{k}a"),
-            ToolResult("read_file", "def handler(request):\n    ...\n" * 20, f"call_{k}a"),
-            ToolCall("run_tests", {"path": "tests/test_api.py"}, f"call_{k}b"),
-            ToolResult("run_tests", "1 failed, 41 passed in 2.31s", f"call_{k}b", exit_code=1),
-            TurnEnded(text="The test passes now." if last else None),
+            api.ToolCall("read_file", {"path": f"src/app/module_{k}.py"}, f"call_{k}a"),
+            api.ToolResult("read_file", "def handler(request):\n    ...\n" * 20, f"call_{k}a"),
+            api.ToolCall("run_tests", {"path": "tests/test_api.py"}, f"call_{k}b"),
+            api.ToolResult("run_tests", "1 failed, 41 passed in 2.31s", f"call_{k}b", exit_code=1),
+            api.TurnEnded(text="The test passes now." if last else None),
         ]
-    events.append(RunEnded())
+    events.append(api.RunEnded())
     return events
 
 
@@ -359,7 +399,18 @@ def contenders() -> list[Contender]:
         Contender("  + calc_price per response", pydantic_priced.handle, run, check=False),
         Contender("Governor, response cost given", priced_governor.handle, priced_run, check=True),
         Contender("no-op callable (loop floor)", noop, run, check=False),
+        *base_contenders(),
     ]
+
+
+def base_contenders() -> list[Contender]:
+    base = load_base()
+    if isinstance(base, str):
+        print(f"(the Governor at the base revision is not timed: {base})")
+        return []
+    governor = base.Governor(limits(base))
+    run = build_run(api=base)
+    return [Contender(f"Governor at {BASE_REVISION}", governor.handle, run, check=False)]
 
 
 def measure_speed() -> tuple[list[Contender], float]:

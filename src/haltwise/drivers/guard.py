@@ -6,8 +6,10 @@
     with guard.run(question) as run:
         while True:
             run.turn()                                  # may ask, or stop the run
-            run.model_request(MODEL, max_tokens=1024)   # worst-case cost checked first
-            completion = client.chat.completions.create(...)
+            max_tokens = run.model_request(MODEL, max_tokens=1024)  # worst case checked first
+            completion = client.chat.completions.create(
+                ..., max_tokens=max_tokens, timeout=run.time_left()
+            )
             run.model_response(completion)
             ...
     print(run.outcome)
@@ -17,6 +19,15 @@ Each method reports one event. ``Continue`` and ``Warn`` return (a warning's not
 model; ``Ask`` goes to the prompter; ``Stop`` raises the typed ``HaltError`` (or ``HaltSignal``),
 which the ``with`` block catches, leaving ``run.outcome``. ``AsyncRun`` is the same with
 ``await``: both run one generator, ``_flow``, so no logic is written twice.
+
+Deadlines: ``run.time_left()`` is the timeout to give what the loop calls. When a call is cut
+off by it (the client raises its timeout error), the ``with`` block ends the run ``timed_out``,
+counting the request at what it reserved. ``AsyncRun`` goes further: at the deadline, or on
+``governor.cancel()`` from any thread, it cancels the task running the block, so even a call
+that takes no timeout is interrupted.
+
+Threads: any number may report events for one run; a question to the human is asked once, and
+the other threads wait for its answer.
 """
 
 from __future__ import annotations
@@ -24,14 +35,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from decimal import Decimal
 from types import TracebackType
 from typing import Any
 
-from ..engine.decisions import Ask, Block, Decision, Stop, Warn
+from ..engine.decisions import Ask, Block, Continue, Decision, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
 from ..engine.events import (
     Event,
@@ -46,7 +58,7 @@ from ..engine.events import (
     TurnEnded,
     TurnStarting,
 )
-from ..engine.governor import Governor
+from ..engine.governor import Governor, Phase
 from ..engine.ledger import Ledger
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Status, Usage
@@ -57,7 +69,8 @@ from .prompters import Prompter
 
 __all__ = ["AsyncRun", "Guard", "Run"]
 
-#: What the flow needs from the outside world: ("ask", Ask) or ("synthesize", (fn, Evidence)).
+#: What the flow needs from the outside world: ("ask", Ask), ("synthesize", (fn, Evidence)), or
+#: ("wait", lock): another thread is asking the human.
 _Need = tuple[str, Any]
 
 
@@ -112,6 +125,8 @@ class _RunBase:
         self._notes: list[str] = []
         self._calls: dict[str, tuple[str, Any]] = {}
         self._evidence: list[tuple[str, Any, str]] = []
+        #: Set while a thread asks the human; the others wait for the answer.
+        self._asking = threading.Lock()
 
     @property
     def output(self) -> str | None:
@@ -127,12 +142,34 @@ class _RunBase:
         notes, self._notes = self._notes, []
         return notes
 
+    def time_left(self) -> float | None:
+        """Seconds until the run's (or a phase's) time limit; None without one. Give it as the
+        timeout of each call: the model client's request, a tool, a command."""
+        return self.guard.governor.time_left()
+
     def _flow(self, event: Event) -> Generator[_Need, Any, Decision]:
         governor = self.guard.governor
         decision = governor.handle(event)
         while isinstance(decision, Ask):
-            answer = None if self.guard.prompter is None else (yield ("ask", decision))
+            if self.guard.prompter is None:
+                answer = None
+            elif not self._asking.acquire(blocking=False):
+                # Another thread is asking this question: wait for its answer, then ask again.
+                yield ("wait", self._asking)
+                decision = governor.handle(event)
+                continue
+            else:
+                try:
+                    answer = yield ("ask", decision)
+                finally:
+                    self._asking.release()
             decision = governor.resolve(decision, answer)
+        return (yield from self._carry_out(decision, event))
+
+    def _carry_out(
+        self, decision: Decision, event: Event | None
+    ) -> Generator[_Need, Any, Decision]:
+        governor = self.guard.governor
         if isinstance(decision, Warn):
             self._notes.append(decision.message)
         elif isinstance(decision, Stop):
@@ -146,9 +183,17 @@ class _RunBase:
             if outcome.status is not Status.COMPLETED:
                 error = error_for(outcome, provider_called=decision.provider_called)
                 raise HaltSignal(error) if self.guard.signal else error
-        if not isinstance(decision, Block | Stop):
+        if event is not None and not isinstance(decision, Block | Stop):
             self._record(event)
         return decision
+
+    def _interrupt_flow(
+        self, message: str, partial_output: str | None, cancelled: bool
+    ) -> Generator[_Need, Any, Decision]:
+        stop = self.guard.governor.interrupted(
+            message, partial_output=partial_output, cancelled=cancelled
+        )
+        return (yield from self._carry_out(stop, None))
 
     def _record(self, event: Event) -> None:
         if type(event) is ToolCall:
@@ -165,25 +210,41 @@ class _RunBase:
             stop_message=outcome.message,
         )
 
-    def _crashed(self, error: BaseException) -> None:
-        """The loop raised: stop the run so its counts are checkpointed, and say why."""
+    def _crashed(self, error: BaseException) -> bool:
+        """The loop raised: stop the run so its counts are checkpointed, and say why.
+
+        True when the error was the run's own interruption (its deadline passed, or it was
+        cancelled): the run then ends ``timed_out`` or ``cancelled``, the error's text in its
+        message, and the error need not propagate.
+        """
         if self.outcome is None:
-            name = type(error).__name__
-            stop = self.guard.governor.stop("error", f"The agent loop raised {name}: {error}")
+            text = str(error) or "no details"
+            stop = self.guard.governor.interrupted(
+                f"The agent loop raised {type(error).__name__}: {text}",
+                cancelled=isinstance(error, asyncio.CancelledError),
+            )
             self.outcome = stop.outcome
+        return self.outcome.status in (Status.TIMED_OUT, Status.CANCELLED)
 
     def _catches(self, error: BaseException | None) -> bool:
         if isinstance(error, HaltError | HaltSignal):
             return self._suppress and error.outcome is self.outcome
         if error is not None:
-            self._crashed(error)
+            return self._crashed(error) and self._suppress and isinstance(error, Exception)
         return False
+
+    def _entered(self, name: str, limits: Limit | Callable[[Usage], bool] | None) -> Phase:
+        return self.guard.governor.enter_phase(name, limits)
 
     # Events, built once for both drivers.
 
     @staticmethod
-    def _model_request(model: str, max_tokens: int | None, input_tokens: int | None) -> Event:
-        return ModelRequest(model, max_tokens=max_tokens, input_tokens=input_tokens)
+    def _model_request(
+        model: str, max_tokens: int | None, input_tokens: int | None, request_id: str
+    ) -> Event:
+        return ModelRequest(
+            model, max_tokens=max_tokens, input_tokens=input_tokens, request_id=request_id
+        )
 
     @staticmethod
     def _model_response(completion: Any, **usage: Any) -> Event:
@@ -215,12 +276,35 @@ class Run(_RunBase):
 
     def send(self, event: Event) -> Decision:
         """Report any event; carry out the decision."""
-        flow = self._flow(event)
+        return self._drive(self._flow(event))
+
+    def interrupt(
+        self, message: str, *, partial_output: str | None = None, cancelled: bool = False
+    ) -> Decision:
+        """The loop cut a call off (its deadline, a cancel, an error): end the run, counting
+        the requests in flight at what they reserved (``Governor.interrupted``)."""
+        return self._drive(self._interrupt_flow(message, partial_output, cancelled))
+
+    @contextlib.contextmanager
+    def phase(
+        self, name: str, limits: Limit | Callable[[Usage], bool] | None = None
+    ) -> Iterator[Phase]:
+        """``with run.phase("plan", timeout(seconds=30) | max_turns(5)):`` limits of its own,
+        counted from here, checked with the run's; a stop it causes names it. Phases nest."""
+        phase = self._entered(name, limits)
+        try:
+            yield phase
+        finally:
+            self.guard.governor.exit_phase(phase)
+
+    def _drive(self, flow: Generator[_Need, Any, Decision]) -> Decision:
         try:
             need = next(flow)
             while True:
                 try:
                     result = _fulfil(self.guard, need)
+                except (HaltError, HaltSignal):
+                    result = None  # the synthesis pass found no budget: keep the partial output
                 except Exception:
                     # Resolve as "no answer" so the run stops with its checkpoint, then re-raise.
                     with contextlib.suppress(StopIteration, HaltError, HaltSignal):
@@ -236,10 +320,17 @@ class Run(_RunBase):
         return self.send(TurnStarting())
 
     def model_request(
-        self, model: str = "", *, max_tokens: int | None = None, input_tokens: int | None = None
-    ) -> Decision:
-        """A model call is about to be sent."""
-        return self.send(self._model_request(model, max_tokens, input_tokens))
+        self,
+        model: str = "",
+        *,
+        max_tokens: int | None = None,
+        input_tokens: int | None = None,
+        request_id: str = "",
+    ) -> int | None:
+        """A model call is about to be sent: the ``max_tokens`` to send it with (yours, or
+        lower when a token limit has less left; None when neither says)."""
+        decision = self.send(self._model_request(model, max_tokens, input_tokens, request_id))
+        return _max_tokens(decision, max_tokens)
 
     def model_response(self, completion: Any = None, **usage: Any) -> Decision:
         """A model call returned: pass the completion, or its usage as keywords."""
@@ -273,8 +364,27 @@ class Run(_RunBase):
 class AsyncRun(_RunBase):
     """One governed run in an async loop; prompters and synthesizers may be async."""
 
+    def __init__(self, guard: Guard, prompt: str, run_id: str | None, suppress: bool) -> None:
+        super().__init__(guard, prompt, run_id, suppress)
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed_for: float | None = None
+        #: Set when this run cancelled its own task (deadline or ``cancel()``).
+        self._interrupting = False
+        self._unsubscribe: Callable[[], None] | None = None
+
     async def __aenter__(self) -> AsyncRun:
         await self.send(RunStarted(self.prompt, self._run_id))
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        loop = self._loop
+
+        def cancelled() -> None:  # on the cancelling thread: hand over to the loop's
+            loop.call_soon_threadsafe(self._interrupt_task)
+
+        self._unsubscribe = self.guard.governor.on_cancel(cancelled)
+        self._arm()
         return self
 
     async def __aexit__(
@@ -283,18 +393,87 @@ class AsyncRun(_RunBase):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
+        self._disarm()
+        interrupted = self._interrupting and isinstance(error, asyncio.CancelledError)
+        if interrupted and self._task is not None and sys.version_info >= (3, 11):
+            self._task.uncancel()  # the cancellation was ours, and it ends here
         if error is None and self.outcome is None:
             await self.finish()
             return False
+        if interrupted and self.outcome is None:
+            self._crashed(error)  # type: ignore[arg-type]
+            return self._suppress
         return self._catches(error)
 
+    def _arm(self) -> None:
+        """Cancel the block's task when the deadline passes (re-armed as it moves)."""
+        if self._task is None or self._loop is None or self.outcome is not None:
+            return
+        deadline = self.guard.governor.deadline()
+        if deadline == self._armed_for:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._armed_for = deadline
+        left = self.guard.governor.time_left()
+        if left is not None:
+            self._timer = self._loop.call_later(left, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._armed_for = None
+        left = self.guard.governor.time_left()
+        if left is None:
+            return
+        if left > 0:
+            self._arm()  # the limit was extended meanwhile
+            return
+        self._interrupt_task()
+
+    def _interrupt_task(self) -> None:
+        if self._task is not None and self.outcome is None and not self._task.done():
+            self._interrupting = True
+            self._task.cancel()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
     async def send(self, event: Event) -> Decision:
-        flow = self._flow(event)
+        decision = await self._adrive(self._flow(event))
+        self._arm()
+        return decision
+
+    async def interrupt(
+        self, message: str, *, partial_output: str | None = None, cancelled: bool = False
+    ) -> Decision:
+        return await self._adrive(self._interrupt_flow(message, partial_output, cancelled))
+
+    @contextlib.asynccontextmanager
+    async def phase(
+        self, name: str, limits: Limit | Callable[[Usage], bool] | None = None
+    ) -> AsyncIterator[Phase]:
+        phase = self._entered(name, limits)
+        self._arm()
+        try:
+            yield phase
+        finally:
+            self.guard.governor.exit_phase(phase)
+            self._arm()
+
+    async def _adrive(self, flow: Generator[_Need, Any, Decision]) -> Decision:
         try:
             need = next(flow)
             while True:
                 try:
                     result = await _afulfil(self.guard, need)
+                except (HaltError, HaltSignal):
+                    result = None  # the synthesis pass found no budget: keep the partial output
                 except Exception:
                     with contextlib.suppress(StopIteration, HaltError, HaltSignal):
                         flow.send(None)
@@ -308,9 +487,15 @@ class AsyncRun(_RunBase):
         return await self.send(TurnStarting())
 
     async def model_request(
-        self, model: str = "", *, max_tokens: int | None = None, input_tokens: int | None = None
-    ) -> Decision:
-        return await self.send(self._model_request(model, max_tokens, input_tokens))
+        self,
+        model: str = "",
+        *,
+        max_tokens: int | None = None,
+        input_tokens: int | None = None,
+        request_id: str = "",
+    ) -> int | None:
+        decision = await self.send(self._model_request(model, max_tokens, input_tokens, request_id))
+        return _max_tokens(decision, max_tokens)
 
     async def model_response(self, completion: Any = None, **usage: Any) -> Decision:
         return await self.send(self._model_response(completion, **usage))
@@ -346,6 +531,9 @@ class AsyncRun(_RunBase):
 
 def _fulfil(guard: Guard, need: _Need) -> Any:
     kind, payload = need
+    if kind == "wait":
+        with payload:  # held by the thread that asks, until the human has answered
+            return None
     if kind == "synthesize":
         synthesizer, evidence = payload
         result = synthesizer(evidence)
@@ -384,6 +572,10 @@ def _ask_within(prompter: Prompter | None, ask: Ask) -> Any:
 
 async def _afulfil(guard: Guard, need: _Need) -> Any:
     kind, payload = need
+    if kind == "wait":
+        while payload.locked():  # another task is asking: let it
+            await asyncio.sleep(0.01)
+        return None
     if kind == "synthesize":
         synthesizer, evidence = payload
         result = synthesizer(evidence)
@@ -398,3 +590,10 @@ async def _afulfil(guard: Guard, need: _Need) -> Any:
         return await asyncio.wait_for(result, timeout)
     except asyncio.TimeoutError:
         return None
+
+
+def _max_tokens(decision: Decision, asked: int | None) -> int | None:
+    """The ``max_tokens`` to send a request with: lowered by the decision, else as asked."""
+    if isinstance(decision, Continue | Warn) and decision.max_tokens is not None:
+        return decision.max_tokens
+    return asked
