@@ -168,7 +168,11 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
             return {"type": "Continue"}
         return {"type": "Continue", "max_tokens": decision.max_tokens}
     if isinstance(decision, Warn):
-        data: dict[str, Any] = {"type": "Warn", "message": decision.message, "limit": decision.limit}
+        data: dict[str, Any] = {
+            "type": "Warn",
+            "message": decision.message,
+            "limit": decision.limit,
+        }
         if decision.max_tokens is not None:
             data["max_tokens"] = decision.max_tokens
         return data

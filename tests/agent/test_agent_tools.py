@@ -124,7 +124,7 @@ def test_shell_commands_time_out_with_their_children(workspace: Path) -> None:
     assert time.monotonic() - started < 5
     assert output.is_error
     assert "started" in output.content
-    assert "timed out after 0.3s" in output.content
+    assert "timed out after 0.3s: the command was killed" in output.content
     # The configured timeout caps what the model asks for.
     capped = Toolbox(workspace, approver=lambda command: True, command_timeout=0.2)
     started = time.monotonic()

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..drivers.guard import Guard, Run
 from ..drivers.prompters import Prompter
-from ..engine.decisions import Answer, Ask, Block, Choice, Decision, Stop
+from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, HaltwiseError
 from ..engine.events import (
     Event,
@@ -52,7 +52,7 @@ from ..engine.events import (
 )
 from ..engine.governor import Governor
 from ..engine.limits import Leaf, Limit, LimitStatus, Unlimited, max_turns
-from ..engine.outcome import Outcome, Status, Usage
+from ..engine.outcome import Outcome, Usage
 from ..engine.policies import Evidence
 from .store import RunRecord, Store
 from .tools import Toolbox, ToolOutput
@@ -83,6 +83,19 @@ class _Cancelled(BaseException):
 
     A BaseException, so that the drivers' handlers for ordinary errors let it through.
     """
+
+    #: The reply's text streamed before the cut, kept as the run's partial output.
+    partial = ""
+
+
+class _Interrupted(_Cancelled):
+    """Raised inside the loop when the run's deadline passes while the model is being waited
+    for: the run ends ``timed_out`` at once, the request counted at what it reserved."""
+
+
+#: How long the tools-free pass that writes a final answer may take, when the run's own time
+#: is already up (it is what a time limit with ``on_limit="synthesize"`` asks for).
+SYNTHESIS_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,44 +230,6 @@ class Fanout(Listener):
             listener.run_ended(outcome)
 
 
-class _SharedGovernor(Governor):
-    """A governor that the agent's thread and the face's thread may both use."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lock = threading.RLock()
-
-    def handle(self, event: Event) -> Decision:
-        with self.lock:
-            return super().handle(event)
-
-    __call__ = handle
-
-    def resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
-        with self.lock:
-            return super().resolve(ask, answer)
-
-    def set_limit(self, limit: Limit) -> None:
-        with self.lock:
-            super().set_limit(limit)
-
-    def synthesized(self, answer: str) -> Outcome:
-        with self.lock:
-            return super().synthesized(answer)
-
-    def stop(self, reason: str, message: str, status: Status = Status.ABANDONED) -> Stop:
-        with self.lock:
-            return super().stop(reason, message, status)
-
-    def checkpoint(self) -> dict[str, Any]:
-        with self.lock:
-            return super().checkpoint()
-
-    def restore(self, data: dict[str, Any] | str) -> None:
-        with self.lock:
-            super().restore(data)
-
-
 class _AgentRun(Run):
     """A run whose first event the agent reports itself, so that its listener hears it too:
     ``RunStarted``, or for a stored run taken up again an ``Injected`` message (a
@@ -316,10 +291,8 @@ class Agent:
         self.store = store
         self.listener = listener or Listener()
         self.max_output_tokens = max_output_tokens
-        self.governor = governor or _SharedGovernor(
-            limits, clock=clock, pricer=pricer, ledger=store
-        )
-        self._lock: threading.RLock = getattr(self.governor, "lock", threading.RLock())
+        self.governor = governor or Governor(limits, clock=clock, pricer=pricer, ledger=store)
+        self._lock = self.governor.lock
         self._prompter = prompter
         self.guard = Guard(
             governor=self.governor,
@@ -471,9 +444,13 @@ class Agent:
                         self._report(run, Injected(prompt))
                     self._checkpoint()
                     self._loop(run)
-                except _Cancelled:
-                    # Any event now gets the governor's Stop(cancelled); it ends the block.
-                    self._report(run, TurnEnded())
+                except _Cancelled as cut:
+                    # Cancelled, or out of time, while waiting: the run stops now (timed_out or
+                    # cancelled), the request in flight counted at what it reserved.
+                    if self._cancel.is_set():
+                        self.governor.cancel(self._cancel_reason)
+                    what = "the run's time ran out" if type(cut) is _Interrupted else "cancelled"
+                    self._interrupt(run, f"The model call was cut off: {what}.", cut.partial)
         except (HaltError, HaltSignal) as error:
             # A stop while the run was starting (before the block could catch it).
             run.outcome = run.outcome or error.outcome
@@ -494,23 +471,22 @@ class Agent:
             raise failure
         return outcome
 
+    def _interrupt(self, run: Run, message: str, partial: str) -> None:
+        decision = run.interrupt(message, partial_output=partial or None)
+        stopped = self.governor.stopped
+        self.listener.event(TurnEnded(partial or None), stopped or decision)
+
     def _loop(self, run: Run) -> None:
         while True:
             self._report(run, TurnStarting())
             self._take_messages(run)
-            self._report(run, ModelRequest(self.model, max_tokens=self.max_output_tokens))
-            reply = self._model_call(self.messages, tools=True)
-            self._report(
-                run,
-                ModelResponse(
-                    model=self.model,
-                    input_tokens=reply.input_tokens,
-                    output_tokens=reply.output_tokens,
-                    cache_read_tokens=reply.cached_tokens,
-                    text=reply.text or None,
-                    tool_calls=len(reply.calls),
-                ),
+            decision = self._report(
+                run, ModelRequest(self.model, max_tokens=self.max_output_tokens)
             )
+            # Stored before it is sent: a run killed while it waits resumes with it counted.
+            self._checkpoint()
+            reply = self._model_call(self.messages, tools=True, max_tokens=_max_tokens(decision))
+            self._report(run, _response_event(self.model, reply))
             self.messages.append(_assistant_message(reply))
             for call in reply.calls:
                 self._tool(run, call)
@@ -541,7 +517,9 @@ class Agent:
             self.listener.blocked(call.name, decision.reason, call.call_id)
             output = ToolOutput(decision.reason, is_error=True)
         else:
-            output = self.toolbox.call(call.name, call.arguments)
+            output = self.toolbox.call(
+                call.name, call.arguments, time_left=self.governor.time_left()
+            )
         if self._cancel.is_set():
             raise _Cancelled
         content = f"error: {output.content}" if output.is_error else output.content
@@ -591,21 +569,44 @@ class Agent:
             raise ConfigurationError("the chat's prompter must answer synchronously")
         return answer
 
-    def _synthesize(self, evidence: Evidence) -> str:
+    def _synthesize(self, evidence: Evidence) -> str | None:
+        """The tools-free pass: reported like any model call, so that its worst case is
+        budgeted before it is sent and its usage is in the outcome. None: no answer written
+        (no budget left for one, or the endpoint failed)."""
+        run = self._run
+        assert run is not None
         self._set_state("synthesizing")
         self.listener.synthesizing(evidence.stop_message)
         self._repair(f"not run: the run stopped ({evidence.stop_message})")
+        # No budget for it raises the run's HaltError; the partial output is kept.
+        decision = self._report(run, ModelRequest(self.model, max_tokens=self.max_output_tokens))
         self.messages.append(
             {"role": "user", "content": SYNTHESIS_PROMPT.format(reason=evidence.stop_message)}
         )
-        reply = self._model_call(self.messages, tools=False)
+        try:
+            reply = self._model_call(
+                self.messages, tools=False, max_tokens=_max_tokens(decision), synthesis=True
+            )
+        except (AgentError, _Cancelled):
+            self._report(run, ModelResponse(model=self.model, answered=False))
+            return None
+        self._report(run, _response_event(self.model, reply))
         self.messages.append({"role": "assistant", "content": reply.text})
         return reply.text
 
     # ----------------------------------------------------------------------------------------
     # The model
 
-    def _model_call(self, messages: list[dict[str, Any]], *, tools: bool) -> _Reply:
+    def _model_call(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: bool,
+        max_tokens: int | None,
+        synthesis: bool = False,
+    ) -> _Reply:
+        """One streamed model call, bounded by the run's time left (the synthesis pass, which
+        comes after the run stopped, by ``SYNTHESIS_SECONDS``)."""
         request: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -613,12 +614,17 @@ class Agent:
         }
         if tools:
             request["tools"] = self.toolbox.schemas()
-        if self.max_output_tokens is not None:
-            request["max_tokens"] = self.max_output_tokens
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        deadline = None
+        left = SYNTHESIS_SECONDS if synthesis else self.governor.time_left()
+        if left is not None:
+            request["timeout"] = max(left, 0.001)
+            deadline = time.monotonic() + left
         reply = _Reply()
         calls: dict[int, _Call] = {}
         try:
-            for chunk in self._chunks(request):
+            for chunk in self._chunks(request, deadline):
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
                     reply.usage_known = True
@@ -644,6 +650,9 @@ class Agent:
                                 call.name = function.name
                             if function.arguments:
                                 call.arguments += function.arguments
+        except _Cancelled as cut:
+            cut.partial = reply.text
+            raise
         finally:
             self.listener.text_done()
         reply.calls = [calls[index] for index in sorted(calls)]
@@ -654,8 +663,9 @@ class Agent:
             self._usage_known = False
         return reply
 
-    def _chunks(self, request: dict[str, Any]) -> Iterator[Any]:
-        """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate."""
+    def _chunks(self, request: dict[str, Any], deadline: float | None) -> Iterator[Any]:
+        """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate and
+        the wait ends at ``deadline`` (monotonic) whatever the endpoint does."""
         inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         abandoned = threading.Event()
         with_usage = self._stream_usage
@@ -681,7 +691,13 @@ class Agent:
         reader.start()
         try:
             while True:
-                kind, item = inbox.get()
+                try:
+                    if deadline is None:
+                        kind, item = inbox.get()
+                    else:
+                        kind, item = inbox.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue.Empty:
+                    raise _Interrupted from None
                 if kind == "chunk":
                     yield item
                 elif kind == "end":
@@ -776,6 +792,22 @@ class Agent:
         if self._state != state:
             self._state = state
             self.listener.status(self.status())
+
+
+def _response_event(model: str, reply: _Reply) -> ModelResponse:
+    return ModelResponse(
+        model=model,
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        cache_read_tokens=reply.cached_tokens,
+        text=reply.text or None,
+        tool_calls=len(reply.calls),
+    )
+
+
+def _max_tokens(decision: Decision) -> int | None:
+    """The ``max_tokens`` the governor admitted a request with (None: as asked)."""
+    return decision.max_tokens if isinstance(decision, Continue | Warn) else None
 
 
 def _assistant_message(reply: _Reply) -> dict[str, Any]:

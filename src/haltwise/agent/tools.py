@@ -118,6 +118,8 @@ class Toolbox:
         self.approver = approver
         #: The longest a shell command may run, in seconds.
         self.command_timeout = command_timeout
+        #: The run's remaining time during the current call (see ``call``).
+        self._time_left: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._process_lock = threading.Lock()
         self._cancelled = threading.Event()
@@ -184,8 +186,15 @@ class Toolbox:
             ),
         ]
 
-    def call(self, name: str, arguments: str | dict[str, Any]) -> ToolOutput:
-        """Run one tool call; every failure becomes a tool error for the model to read."""
+    def call(
+        self, name: str, arguments: str | dict[str, Any], *, time_left: float | None = None
+    ) -> ToolOutput:
+        """Run one tool call; every failure becomes a tool error for the model to read.
+
+        ``time_left`` is the run's remaining time: a shell command is stopped by the smaller of
+        its own timeout and that.
+        """
+        self._time_left = time_left
         tool = self._tools.get(name)
         if tool is None:
             return ToolOutput(
@@ -325,9 +334,12 @@ class Toolbox:
         limit = self.command_timeout
         if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
             limit = min(float(timeout), self.command_timeout)
-        return self._run(command, limit)
+        run_left = self._time_left
+        if run_left is not None and run_left < limit:
+            return self._run(command, max(run_left, 0.0), "the run's time limit was reached")
+        return self._run(command, limit, f"the command timed out after {limit:g}s")
 
-    def _run(self, command: str, limit: float) -> ToolOutput:
+    def _run(self, command: str, limit: float, why: str) -> ToolOutput:
         self._cancelled.clear()
         process = subprocess.Popen(
             command,
@@ -346,9 +358,7 @@ class Toolbox:
             _kill(process)
             output, _ = process.communicate()
             text = _truncate(output.decode("utf-8", "replace"))
-            return ToolOutput(
-                f"{text}\n[the command timed out after {limit:g}s and was killed]", True
-            )
+            return ToolOutput(f"{text}\n[{why}: the command was killed]", True)
         finally:
             with self._process_lock:
                 self._process = None

@@ -179,6 +179,8 @@ class _RunBase:
                 text = yield ("synthesize", (synthesizer, self._evidence_for(outcome)))
                 if text is not None:
                     outcome = governor.synthesized(str(text))
+                else:  # no answer: the stop stands, saying why when its budget ran out
+                    outcome = governor.outcome or outcome
             self.outcome = outcome
             if outcome.status is not Status.COMPLETED:
                 error = error_for(outcome, provider_called=decision.provider_called)

@@ -422,9 +422,14 @@ class Governor:
                         if not old.enforced and new_leaf.enforced:
                             # The spec's LimitReEnabled: a limit switched back on starts at zero.
                             slot.new_round(new_leaf.metric(slot, self))
+                        # The new value is the limit: an earlier "extend by" does not carry over.
+                        slot.extra = 0
                         slot.warned = False
                         self._slots[new_leaf] = slot
                         members[index] = new_leaf
+                        if self._pending is not None and self._pending[1] is old:
+                            # The open question is now about the limit that replaced it.
+                            self._pending = (*self._pending[:1], new_leaf, *self._pending[2:])
                         break
                 else:
                     members.append(new_leaf)

@@ -51,8 +51,9 @@ class Evidence:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-#: A synthesizer turns the evidence into a final answer; it may be async.
-Synthesizer = Callable[[Evidence], "str | Awaitable[str]"]
+#: A synthesizer turns the evidence into a final answer; it may be async. None means no answer
+#: could be written (the run keeps its partial output).
+Synthesizer = Callable[[Evidence], "str | None | Awaitable[str | None]"]
 
 
 @dataclass(frozen=True, slots=True)
