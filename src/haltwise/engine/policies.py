@@ -53,7 +53,7 @@ class Evidence:
 
 #: A synthesizer turns the evidence into a final answer; it may be async. None means no answer
 #: could be written (the run keeps its partial output).
-Synthesizer = Callable[[Evidence], "str | None | Awaitable[str | None]"]
+Synthesizer = Callable[[Evidence], "str | Awaitable[str | None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
