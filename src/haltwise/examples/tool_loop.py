@@ -26,9 +26,13 @@ def solve(client: Any, model: str, task: str, guard: haltwise.Guard) -> Any:
     with guard.run(task) as run:  # haltwise
         while True:
             run.turn()  # haltwise: asks, or stops, at the turn limit
-            run.model_request(model, max_tokens=1024)  # haltwise: worst-case cost first
+            max_tokens = run.model_request(model, max_tokens=1024)  # haltwise: worst case first
             completion = client.chat.completions.create(
-                model=model, messages=messages, tools=TOOLS, max_tokens=1024
+                model=model,
+                messages=messages,
+                tools=TOOLS,
+                max_tokens=max_tokens,  # haltwise: lowered when a token limit has less left
+                timeout=run.time_left(),  # haltwise: a hung call cannot outlive the run's time
             )
             run.model_response(completion)  # haltwise: tokens and dollars
             message = completion.choices[0].message
