@@ -695,6 +695,8 @@ class _MaxTokens(_CountLimit):
                 )
             return None
         room = self._room(event, slot, held, cap)
+        # Kept for ``allowance``, which the governor asks next about the same request.
+        slot.state = (event, room)
         if room <= 0:
             return (
                 f"Token limit would be exceeded: total_tokens={held} of {cap}, and this "
@@ -712,7 +714,13 @@ class _MaxTokens(_CountLimit):
     def allowance(self, event: ModelRequest, slot: Slot) -> int | None:
         if self.maximum is None or self.kind == "input":
             return None
-        return max(self._room(event, slot, self._held(slot), self.maximum + slot.extra), 1)
+        checked = slot.state
+        if checked is not None and checked[0] is event:
+            room: int = checked[1]
+        else:  # not checked before (a child's count, a human's "continue")
+            room = self._room(event, slot, self._held(slot), self.maximum + slot.extra)
+        slot.state = None
+        return max(room, 1)
 
     def _would_exceed(self, used: int, cap: int) -> str:
         return (
@@ -853,6 +861,10 @@ class _Timeout(Leaf):
 
     def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
+        started = slot.tally.started_at
+        # The hot path of every call's return: one clock reading, unless the limit has passed.
+        if started is None or ctx.now() - started - slot.baseline < self.seconds + slot.extra:
+            return None
         if type(event) is ModelResponse:
             return self.passed(slot, ctx, "a model call")
         if type(event) is ToolResult:

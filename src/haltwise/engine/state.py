@@ -136,12 +136,18 @@ class Reservation:
         #: The worst-case dollars, when a cost limit priced it.
         self.cost = cost
 
-    def hold(self, tally: Tally, sign: int) -> None:
-        """Add this reservation to ``tally``'s reserved amounts (``sign=-1``: take it off)."""
-        tally.reserved_input += sign * self.input_tokens
-        tally.reserved_output += sign * self.output_tokens
+    def hold(self, run: Tally, session: Tally, sign: int) -> None:
+        """Add this reservation to the tallies' reserved amounts (``sign=-1``: take it off)."""
+        prompt = sign * self.input_tokens
+        output = sign * self.output_tokens
+        run.reserved_input += prompt
+        run.reserved_output += output
+        session.reserved_input += prompt
+        session.reserved_output += output
         if self.cost is not None:
-            tally.reserved_cost += sign * self.cost
+            cost = self.cost if sign > 0 else -self.cost
+            run.reserved_cost += cost
+            session.reserved_cost += cost
 
     def to_list(self) -> list[Any]:
         cost = None if self.cost is None else str(self.cost)
