@@ -238,6 +238,15 @@ class _RunBase:
     def _entered(self, name: str, limits: Limit | Callable[[Usage], bool] | None) -> Phase:
         return self.guard.governor.enter_phase(name, limits)
 
+    def _settle_in_phase(self, error: BaseException) -> None:
+        """An error leaving a phase whose time is up is judged while the phase is open, so
+        that a call cut off by the phase's own deadline ends the run ``timed_out`` in that
+        phase. Other errors are the loop's to handle (it may catch them and go on)."""
+        if isinstance(error, HaltError | HaltSignal | GeneratorExit):
+            return
+        if self.guard.governor.time_left() == 0:
+            self._crashed(error)
+
     # Events, built once for both drivers.
 
     @staticmethod
@@ -296,6 +305,9 @@ class Run(_RunBase):
         phase = self._entered(name, limits)
         try:
             yield phase
+        except BaseException as error:
+            self._settle_in_phase(error)
+            raise
         finally:
             self.guard.governor.exit_phase(phase)
 
@@ -402,8 +414,9 @@ class AsyncRun(_RunBase):
         if error is None and self.outcome is None:
             await self.finish()
             return False
-        if interrupted and self.outcome is None:
-            self._crashed(error)  # type: ignore[arg-type]
+        if interrupted:
+            if self.outcome is None:
+                self._crashed(error)  # type: ignore[arg-type]
             return self._suppress
         return self._catches(error)
 
@@ -464,6 +477,9 @@ class AsyncRun(_RunBase):
         self._arm()
         try:
             yield phase
+        except BaseException as error:
+            self._settle_in_phase(error)
+            raise
         finally:
             self.guard.governor.exit_phase(phase)
             self._arm()
