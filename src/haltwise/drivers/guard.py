@@ -127,6 +127,7 @@ class _RunBase:
         self._evidence: list[tuple[str, Any, str]] = []
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
+        self._notes_lock = threading.Lock()
 
     @property
     def output(self) -> str | None:
@@ -139,7 +140,8 @@ class _RunBase:
 
     def notes(self) -> list[str]:
         """Notes for the model from soft limits, since the last call (then cleared)."""
-        notes, self._notes = self._notes, []
+        with self._notes_lock:
+            notes, self._notes = self._notes, []
         return notes
 
     def time_left(self) -> float | None:
@@ -171,7 +173,8 @@ class _RunBase:
     ) -> Generator[_Need, Any, Decision]:
         governor = self.guard.governor
         if isinstance(decision, Warn):
-            self._notes.append(decision.message)
+            with self._notes_lock:
+                self._notes.append(decision.message)
         elif isinstance(decision, Stop):
             outcome = decision.outcome
             synthesizer = decision.synthesizer or self.guard.synthesizer

@@ -226,12 +226,13 @@ class Governor:
 
     def _refresh(self) -> None:
         """Recompute the fast-path flag after the run's state changed."""
-        self._plain = (
-            self._cancel_reason is None
-            and self._stopped is None
-            and self._pending is None
-            and self._parent is None
-        )
+        with self._cancel_lock:  # a cancel() between the read and the write must not be lost
+            self._plain = (
+                self._cancel_reason is None
+                and self._stopped is None
+                and self._pending is None
+                and self._parent is None
+            )
 
     def resolve(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
         """Carry on after a human's ``answer`` to ``ask`` (None: no answer came, or no UI)."""
@@ -827,7 +828,10 @@ class Governor:
         if kind is ModelRequest and stop.synthesize:
             return self._admit_synthesis(event)  # type: ignore[arg-type]
         if kind is ModelResponse:
-            # It was sent before the stop, or it is the synthesis pass: either way it is spent.
+            # It was sent before the stop, or it is the synthesis pass: either way it is spent,
+            # by a parent's budgets too.
+            if self._parent is not None:
+                self._parent.handle(event)
             self._count_response(event)  # type: ignore[arg-type]
             if self._synthesizing:
                 return CONTINUE
@@ -1036,6 +1040,9 @@ class Governor:
             return own
         decision = self._from_parent(self._parent.handle(event))
         if isinstance(decision, Stop | Ask | Block):
+            if type(event) is ModelResponse and isinstance(decision, Stop):
+                self._count_response(event)  # the parent counted it; so does the child
+            self._early = None  # the child's own note was for an event that did not happen
             return decision
         return _merge(decision, self._admit(event))
 
