@@ -109,6 +109,17 @@ def no_cancellation_left() -> bool:
 # Deadlines: a call cut off, a reply that comes late, a finish that comes late.
 
 
+def timed_out_promptly(outcome: Outcome | None, deadline: float | None, ended: float) -> Outcome:
+    """``outcome`` ended the run ``timed_out`` (time limit), between its deadline and
+    ``PROMPTLY`` after it."""
+    assert deadline is not None
+    assert deadline <= ended < deadline + PROMPTLY
+    assert outcome is not None
+    assert outcome.status is Status.TIMED_OUT
+    assert outcome.reason == "time_limit"
+    return outcome
+
+
 def test_a_hung_reply_ends_the_run_timed_out_within_a_second_of_its_deadline() -> None:
     first = reply("A first draft.", usage=(40, 8))
     guard = Guard(timeout(seconds=1))
@@ -123,11 +134,7 @@ def test_a_hung_reply_ends_the_run_timed_out_within_a_second_of_its_deadline() -
         ended = time.monotonic()
         requests = server.requests
     outcome = run.outcome
-    assert deadline is not None
-    assert deadline <= ended < deadline + PROMPTLY
-    assert outcome is not None
-    assert outcome.status is Status.TIMED_OUT
-    assert outcome.reason == "time_limit"
+    outcome = timed_out_promptly(outcome, deadline, ended)
     assert outcome.checkpoint is not None
     assert "APITimeoutError" in outcome.message
     assert outcome.partial_output == "A first draft."
@@ -195,12 +202,8 @@ def test_an_async_call_without_timeout_is_interrupted_at_the_deadline() -> None:
         return run.outcome, deadline, ended, settled
 
     outcome, deadline, ended, settled = asyncio.run(main())  # a CancelledError would raise here
-    assert deadline is not None
-    assert deadline <= ended < deadline + PROMPTLY
     assert settled
-    assert outcome is not None
-    assert outcome.status is Status.TIMED_OUT
-    assert outcome.reason == "time_limit"
+    outcome = timed_out_promptly(outcome, deadline, ended)
     assert outcome.checkpoint is not None
     assert outcome.partial_output == "A first draft."
     assert outcome.usage.model_calls == 2
@@ -336,11 +339,7 @@ def test_a_hung_call_in_a_phase_times_out_at_the_phase_deadline() -> None:
             pytest.fail("the hung call must end the run")
         ended = time.monotonic()
     outcome = run.outcome
-    assert deadline is not None
-    assert deadline <= ended < deadline + PROMPTLY
-    assert outcome is not None
-    assert outcome.status is Status.TIMED_OUT
-    assert outcome.reason == "time_limit"
+    outcome = timed_out_promptly(outcome, deadline, ended)
     assert outcome.phase == "search"
     assert outcome.message.startswith("In phase 'search':")
     assert "APITimeoutError" in outcome.message
@@ -364,13 +363,9 @@ def test_an_async_phase_cancels_a_call_without_timeout_at_its_deadline() -> None
         return run.outcome, deadline, ended, settled, left
 
     outcome, deadline, ended, settled, left = asyncio.run(main())
-    assert deadline is not None
-    assert deadline <= ended < deadline + PROMPTLY
     assert settled
     assert left is not None and left > 15  # only the run's own 20 s remain
-    assert outcome is not None
-    assert outcome.status is Status.TIMED_OUT
-    assert outcome.reason == "time_limit"
+    outcome = timed_out_promptly(outcome, deadline, ended)
     assert outcome.phase == "search"
     assert outcome.message.startswith("In phase 'search':")
     assert outcome.usage.model_calls == 1

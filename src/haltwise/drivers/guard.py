@@ -427,15 +427,16 @@ class AsyncRun(_RunBase):
         """Cancel the block's task when the deadline passes (re-armed as it moves)."""
         if self._task is None or self._loop is None or self.outcome is not None:
             return
-        deadline = self.guard.governor.deadline()
+        governor = self.guard.governor
+        deadline = governor.deadline()
         if deadline == self._armed_for:
             return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._armed_for = deadline
-        left = self.guard.governor.time_left()
-        if left is not None:
+        if deadline is not None:
+            left = max(0.0, deadline - governor.now())
             self._timer = self._loop.call_later(left, self._expire)
 
     def _expire(self) -> None:

@@ -643,9 +643,7 @@ class Governor:
             decision = self._pre(self._pre_request, event)
             if decision is not None:
                 return decision
-        self._run.model_calls += 1
-        self._session.model_calls += 1
-        max_tokens = self._reserve(event)
+        max_tokens = self._count_request(event)
         if self._post_request or self._early is not None:
             decision = self._post(self._post_request, event)
         else:
@@ -654,14 +652,17 @@ class Governor:
             return decision
         return _lowered(decision, max_tokens)
 
-    def _reserve(self, event: ModelRequest) -> int | None:
-        """Hold the request's worst case until its answer: its prompt, its ``max_tokens``
-        (lowered to what the token limits leave) and, under a cost limit, its dollars.
+    def _count_request(self, event: ModelRequest) -> int | None:
+        """Count an admitted request as a model call, and hold its worst case until its answer:
+        its prompt, its ``max_tokens`` (lowered to what the token limits leave) and, under a
+        cost limit, its dollars.
 
         The ``max_tokens`` to send comes back. A request that set none may still be told one
         (what the token limits leave), but holds no output tokens: its worst case is unknown,
         and its answer is checked when it arrives.
         """
+        self._run.model_calls += 1
+        self._session.model_calls += 1
         max_tokens = event.max_tokens
         for limit, slot, _ in self._allowing:
             allowed = limit.allowance(event, slot)
@@ -677,41 +678,43 @@ class Governor:
         reservation = Reservation(event.request_id, event.model, prompt, output, cost)
         if len(self._in_flight) >= _MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
-            self._spend(self._release(self._in_flight[0].request_id))  # type: ignore[arg-type]
+            self._spend(self._take(0))
         self._in_flight.append(reservation)
         reservation.hold(self._run, self._session, 1)
         return max_tokens
 
     def _release(self, request_id: str) -> Reservation | None:
         """The reservation a response answers: the one with its id, else the oldest."""
-        in_flight = self._in_flight
-        if not in_flight:
+        if not self._in_flight:
             return None
         index = 0
         if request_id:
-            for position, reservation in enumerate(in_flight):
+            for position, reservation in enumerate(self._in_flight):
                 if reservation.request_id == request_id:
                     index = position
                     break
-        reservation = in_flight.pop(index)
+        return self._take(index)
+
+    def _take(self, index: int) -> Reservation:
+        """Take a request out of those in flight; what it held is free again."""
+        reservation = self._in_flight.pop(index)
         reservation.hold(self._run, self._session, -1)
         return reservation
 
-    def _spend(self, reservation: Reservation) -> None:
-        """Count a request that was sent and never answered at what it reserved."""
+    def _spend(self, reservation: Reservation) -> Decimal | None:
+        """Count a request that was sent and never answered at what it reserved; its cost."""
         cost = reservation.cost
         if cost is None:
             cost = self._price(
                 reservation.model, reservation.input_tokens, reservation.output_tokens, 0, 0
             )
         self._add_usage(reservation.input_tokens, reservation.output_tokens, 0, 0, cost)
+        return cost
 
     def _settle_in_flight(self) -> None:
         """Every request still in flight is counted at its reservation."""
         while self._in_flight:
-            reservation = self._release(self._in_flight[0].request_id)
-            assert reservation is not None
-            self._spend(reservation)
+            self._spend(self._take(0))
 
     def _on_model_response(self, event: ModelResponse) -> Decision:
         if self._pre_response:
@@ -730,9 +733,8 @@ class Governor:
         """Count a response's usage (or, unanswered, its request's reservation)."""
         reservation = self._release(event.request_id) if self._in_flight else None
         if not event.answered:
-            if reservation is not None:
-                self._spend(reservation)
-            return self._run.cost if self._run.cost_known else None
+            # With nothing reserved (no request reported), nothing is known to count.
+            return self._spend(reservation) if reservation is not None else Decimal(0)
         cost = event.cost
         if cost is None:
             cost = self._price(
@@ -861,10 +863,8 @@ class Governor:
                 self._synthesizing = False
                 return self._stopped
         self._synthesizing = True
-        self._run.model_calls += 1
-        self._session.model_calls += 1
-        max_tokens = self._reserve(event)
-        return CONTINUE if max_tokens == event.max_tokens else Continue(max_tokens)
+        max_tokens = self._count_request(event)
+        return CONTINUE if max_tokens == event.max_tokens else _lowered(CONTINUE, max_tokens)
 
     # ----------------------------------------------------------------------------------------
     # Checking
