@@ -46,7 +46,7 @@ from .ledger import Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer
-from .state import Reservation, Slot, Tally
+from .state import InFlight, Reservation, Slot, Tally
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
@@ -130,9 +130,11 @@ class Governor:
         self._ledger = ledger if ledger is not None else MemoryLedger()
         self._new_id = new_id
         self._parent = parent
+        #: The model requests sent and not yet answered, and what they hold.
+        self._in_flight = InFlight()
         #: Running totals of the current run and of the whole session.
-        self._run = Tally()
-        self._session = Tally()
+        self._run = Tally(self._in_flight)
+        self._session = Tally(self._in_flight)
         self._run_id = ""
         self._prompt = ""
         self._last_text: str | None = None
@@ -152,8 +154,6 @@ class Governor:
         self._cancel_listeners: list[Callable[[], None]] = []
         #: Held while an event is decided and counted. Hold it to read several values as one.
         self.lock = threading.RLock()
-        #: The model requests sent and not yet answered, oldest first.
-        self._in_flight: list[Reservation] = []
         #: The last worst-case price computed: ((model, prompt, max_tokens), dollars).
         self._quote: tuple[tuple[str, int, int], Decimal] | None = None
         #: Phases entered and not yet left, outermost first.
@@ -539,7 +539,7 @@ class Governor:
                     for slot in (self._slots[leaf],)
                 ],
                 "last_text": self._last_text,
-                "in_flight": [reservation.to_list() for reservation in self._in_flight],
+                "in_flight": self._in_flight.to_list(),
             }
 
     def restore(self, data: dict[str, Any] | str) -> None:
@@ -565,10 +565,10 @@ class Governor:
                 self._run_id = str(data["run_id"])
                 self._prompt = str(data.get("prompt", ""))
                 self._last_text = data.get("last_text")
-                in_flight = [Reservation.from_list(item) for item in data.get("in_flight", [])]
+                in_flight = InFlight.from_list(data.get("in_flight", []))
             except (KeyError, TypeError, ValueError, ArithmeticError) as error:
                 raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
-            self._in_flight = []
+            self._in_flight.clear()
             for reservation in in_flight:
                 self._spend(reservation)
             self._stopped = None
@@ -661,60 +661,41 @@ class Governor:
         (what the token limits leave), but holds no output tokens: its worst case is unknown,
         and its answer is checked when it arrives.
         """
-        self._run.model_calls += 1
+        run = self._run
+        run.model_calls += 1
         self._session.model_calls += 1
-        max_tokens = event.max_tokens
+        wanted = max_tokens = event.max_tokens
         for limit, slot, _ in self._allowing:
             allowed = limit.allowance(event, slot)
             if allowed is not None and (max_tokens is None or allowed < max_tokens):
                 max_tokens = allowed
         prompt = event.input_tokens
         if prompt is None:
-            prompt = self._run.last_input_tokens
-        output = 0 if event.max_tokens is None else max_tokens or 0
+            prompt = run.last_input_tokens
+        output = 0 if wanted is None or max_tokens is None else max_tokens
         cost = None
-        if self._needs_prices and event.model and event.max_tokens is not None:
+        if self._needs_prices and wanted is not None and event.model:
             cost = self.request_cost(event.model, prompt, output)
-        reservation = Reservation(event.request_id, event.model, prompt, output, cost)
-        if len(self._in_flight) >= _MAX_IN_FLIGHT:
+        in_flight = self._in_flight
+        if len(in_flight.requests) >= _MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
-            self._spend(self._take(0))
-        self._in_flight.append(reservation)
-        reservation.hold(self._run, self._session, 1)
+            self._spend(in_flight.take(0))
+        in_flight.hold((event.request_id, event.model, prompt, output, cost))
         return max_tokens
-
-    def _release(self, request_id: str) -> Reservation | None:
-        """The reservation a response answers: the one with its id, else the oldest."""
-        if not self._in_flight:
-            return None
-        index = 0
-        if request_id:
-            for position, reservation in enumerate(self._in_flight):
-                if reservation.request_id == request_id:
-                    index = position
-                    break
-        return self._take(index)
-
-    def _take(self, index: int) -> Reservation:
-        """Take a request out of those in flight; what it held is free again."""
-        reservation = self._in_flight.pop(index)
-        reservation.hold(self._run, self._session, -1)
-        return reservation
 
     def _spend(self, reservation: Reservation) -> Decimal | None:
         """Count a request that was sent and never answered at what it reserved; its cost."""
-        cost = reservation.cost
+        _, model, prompt, output, cost = reservation
         if cost is None:
-            cost = self._price(
-                reservation.model, reservation.input_tokens, reservation.output_tokens, 0, 0
-            )
-        self._add_usage(reservation.input_tokens, reservation.output_tokens, 0, 0, cost)
+            cost = self._price(model, prompt, output, 0, 0)
+        self._add_usage(prompt, output, 0, 0, cost)
         return cost
 
     def _settle_in_flight(self) -> None:
         """Every request still in flight is counted at its reservation."""
-        while self._in_flight:
-            self._spend(self._take(0))
+        in_flight = self._in_flight
+        while in_flight.requests:
+            self._spend(in_flight.take(0))
 
     def _on_model_response(self, event: ModelResponse) -> Decision:
         if self._pre_response:
@@ -731,7 +712,10 @@ class Governor:
 
     def _count_response(self, event: ModelResponse) -> Decimal | None:
         """Count a response's usage (or, unanswered, its request's reservation)."""
-        reservation = self._release(event.request_id) if self._in_flight else None
+        in_flight = self._in_flight
+        reservation = (
+            in_flight.take(in_flight.index(event.request_id)) if in_flight.requests else None
+        )
         if not event.answered:
             # With nothing reserved (no request reported), nothing is known to count.
             return self._spend(reservation) if reservation is not None else Decimal(0)

@@ -658,16 +658,17 @@ class _MaxTokens(_CountLimit):
     def _held(self, slot: Slot) -> int:
         """Tokens used this round, with what the requests in flight reserved."""
         tally = slot.tally
+        in_flight = tally.in_flight
         if self.kind == "input":
-            held = tally.input_tokens + tally.reserved_input
+            held = tally.input_tokens + in_flight.input_tokens
         elif self.kind == "output":
-            held = tally.output_tokens + tally.reserved_output
+            held = tally.output_tokens + in_flight.output_tokens
         else:
             held = (
                 tally.input_tokens
                 + tally.output_tokens
-                + tally.reserved_input
-                + tally.reserved_output
+                + in_flight.input_tokens
+                + in_flight.output_tokens
             )
         return int(held - slot.baseline)
 
@@ -769,12 +770,13 @@ class _MaxCost(Leaf):
         # Decimal arithmetic is dear on the hot path: skip it while no round was restarted.
         tally = slot.tally
         spent = tally.cost - slot.baseline if slot.baseline else tally.cost
-        if tally.reserved_cost:
+        reserved = tally.in_flight.cost
+        if reserved:
             # Requests in flight hold their worst case until their answers arrive.
-            spent += tally.reserved_cost
+            spent += reserved
         cap = self.maximum + slot.extra if slot.extra else self.maximum
         if spent >= cap:
-            held = " (with requests in flight)" if tally.reserved_cost else ""
+            held = " (with requests in flight)" if reserved else ""
             return f"Cost limit of ${cap} reached: ${_money(spent)} spent{held} ({self!r})"
         if event.max_tokens is None:
             return None

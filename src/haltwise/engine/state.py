@@ -11,7 +11,7 @@ from typing import Any
 
 from .outcome import Usage
 
-__all__ = ["Reservation", "Slot", "Tally"]
+__all__ = ["InFlight", "Reservation", "Slot", "Tally"]
 
 _ZERO = Decimal(0)
 
@@ -27,17 +27,18 @@ class Tally:
         "input_tokens",
         "last_input_tokens",
         "model_calls",
+        "in_flight",
         "output_tokens",
-        "reserved_cost",
-        "reserved_input",
-        "reserved_output",
         "started_at",
         "tool_calls",
         "tool_calls_by_name",
         "turns",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, in_flight: InFlight) -> None:
+        #: The requests in flight, shared by the run's and the session's tallies: the requests
+        #: of a run are settled before the next run starts, so both always hold the same ones.
+        self.in_flight = in_flight
         #: Turns admitted.
         self.turns = 0
         #: Model calls admitted.
@@ -55,16 +56,11 @@ class Tally:
         #: Dollars of the priced calls; ``cost_known`` is False once any call had no price.
         self.cost = _ZERO
         self.cost_known = True
-        #: What the requests still in flight reserved: their prompts, their ``max_tokens`` and
-        #: their worst-case dollars. Limits count them as spent until the answers arrive.
-        self.reserved_input = 0
-        self.reserved_output = 0
-        self.reserved_cost = _ZERO
         #: The monotonic time the scope started, or None before it has.
         self.started_at: float | None = None
 
     def reset(self, now: float) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.__init__(self.in_flight)  # type: ignore[misc]
         self.started_at = now
 
     def elapsed(self, now: float) -> float:
@@ -114,55 +110,76 @@ class Tally:
         self.started_at = now - float(data["elapsed"])
 
 
-class Reservation:
-    """What one model request in flight holds of the budgets until its answer arrives."""
+#: One model request in flight: (request_id, model, prompt tokens, max_tokens or 0, worst-case
+#: dollars when a cost limit priced it). A tuple: one is made for every request.
+Reservation = tuple[str, str, int, int, "Decimal | None"]
 
-    __slots__ = ("cost", "input_tokens", "model", "output_tokens", "request_id")
 
-    def __init__(
-        self,
-        request_id: str,
-        model: str,
-        input_tokens: int,
-        output_tokens: int,
-        cost: Decimal | None,
-    ) -> None:
-        self.request_id = request_id
-        self.model = model
-        #: The prompt's size (as the driver said, or the last response's).
-        self.input_tokens = input_tokens
-        #: The request's ``max_tokens`` (0 when it had none).
-        self.output_tokens = output_tokens
-        #: The worst-case dollars, when a cost limit priced it.
-        self.cost = cost
+class InFlight:
+    """The model requests sent and not yet answered, oldest first, and what they hold of the
+    budgets until their answers arrive. Limits count what is held as spent."""
 
-    def hold(self, run: Tally, session: Tally, sign: int) -> None:
-        """Add this reservation to the tallies' reserved amounts (``sign=-1``: take it off)."""
-        prompt = sign * self.input_tokens
-        output = sign * self.output_tokens
-        run.reserved_input += prompt
-        run.reserved_output += output
-        session.reserved_input += prompt
-        session.reserved_output += output
-        if self.cost is not None:
-            cost = self.cost if sign > 0 else -self.cost
-            run.reserved_cost += cost
-            session.reserved_cost += cost
+    __slots__ = ("cost", "input_tokens", "output_tokens", "requests")
 
-    def to_list(self) -> list[Any]:
-        cost = None if self.cost is None else str(self.cost)
-        return [self.request_id, self.model, self.input_tokens, self.output_tokens, cost]
+    def __init__(self) -> None:
+        self.requests: list[Reservation] = []
+        #: The sums of the requests' prompts, ``max_tokens`` and worst-case dollars.
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost = _ZERO
 
-    @classmethod
-    def from_list(cls, data: list[Any]) -> Reservation:
-        request_id, model, input_tokens, output_tokens, cost = data
-        return cls(
-            str(request_id),
-            str(model),
-            int(input_tokens),
-            int(output_tokens),
-            None if cost is None else Decimal(cost),
-        )
+    def clear(self) -> None:
+        """Forget every request (a checkpoint's are restored in their place)."""
+        self.__init__()  # type: ignore[misc]
+
+    def hold(self, reservation: Reservation) -> None:
+        self.requests.append(reservation)
+        self.input_tokens += reservation[2]
+        self.output_tokens += reservation[3]
+        cost = reservation[4]
+        if cost is not None:
+            self.cost += cost
+
+    def take(self, index: int) -> Reservation:
+        """Take a request out (answered, or counted as never answered): what it held is free."""
+        reservation = self.requests.pop(index)
+        self.input_tokens -= reservation[2]
+        self.output_tokens -= reservation[3]
+        cost = reservation[4]
+        if cost is not None:
+            self.cost -= cost
+        return reservation
+
+    def index(self, request_id: str) -> int:
+        """The position of the request a response answers: the one with its id, else the
+        oldest."""
+        if request_id:
+            for position, reservation in enumerate(self.requests):
+                if reservation[0] == request_id:
+                    return position
+        return 0
+
+    def to_list(self) -> list[list[Any]]:
+        return [
+            [request_id, model, prompt, output, None if cost is None else str(cost)]
+            for request_id, model, prompt, output, cost in self.requests
+        ]
+
+    @staticmethod
+    def from_list(data: list[Any]) -> list[Reservation]:
+        """Reservations from ``to_list``; raises ValueError or TypeError on anything else."""
+        reservations: list[Reservation] = []
+        for request_id, model, prompt, output, cost in data:
+            reservations.append(
+                (
+                    str(request_id),
+                    str(model),
+                    int(prompt),
+                    int(output),
+                    None if cost is None else Decimal(cost),
+                )
+            )
+        return reservations
 
 
 class Slot:
