@@ -38,6 +38,7 @@ from genai_prices.types import (
 )
 
 from .engine.errors import InvalidValueError
+from .engine.pricing import dollars, units
 
 __all__ = ["ModelRate", "Prices", "parse_price_table"]
 
@@ -171,8 +172,48 @@ def parse_price_table(table: Mapping[str, object]) -> dict[str, ModelRate]:
 
 # --- resolved models -------------------------------------------------------------------------
 # Each model name resolves to one of these; all answer ``cost(input, output, cache_read,
-# cache_write)`` with ``input`` counting cached tokens too, and carry ``expires`` (epoch
-# seconds after which the resolution must be redone, or ``None`` for never).
+# cache_write)`` in Decimal USD and ``units(...)`` in the engine's integer units, with ``input``
+# counting cached tokens too, and ``worst(input, output)``, the most a request can cost; they
+# carry ``expires`` (epoch seconds after which the resolution must be redone, or ``None``).
+
+#: Per-token prices in engine units: (uncached input, output, cache read, cache write).
+_UnitRates = tuple[int, int, int, int]
+
+
+class _Rates:
+    """Per-token prices in engine units, by the prompt's size: integer arithmetic only.
+
+    ``tiers`` are (start, rates) pairs, highest start first: a call whose prompt has more than
+    ``start`` tokens pays those rates (genai-prices' tiered prices)."""
+
+    __slots__ = ("rates", "tiers")
+
+    def __init__(self, rates: _UnitRates, tiers: tuple[tuple[int, _UnitRates], ...] = ()) -> None:
+        self.rates = rates
+        self.tiers = tiers
+
+    def units(self, i: int, o: int, cr: int, cw: int) -> int:
+        rates = self.rates
+        for start, tier in self.tiers:
+            if i > start:
+                rates = tier
+                break
+        return (i - cr - cw) * rates[0] + o * rates[1] + cr * rates[2] + cw * rates[3]
+
+    def worst(self, i: int, o: int) -> int:
+        """Every output token used, and every input token at its dearest: plain, or written
+        to a cache where that costs more (Anthropic)."""
+        rates = self.rates
+        for start, tier in self.tiers:
+            if i > start:
+                rates = tier
+                break
+        return i * max(rates[0], rates[3]) + o * rates[1]
+
+
+def _per_token(rate: Decimal) -> int:
+    """A price in USD per million tokens as engine units per token."""
+    return units(rate / _MILLION)
 
 
 class _Unknown:
@@ -185,11 +226,17 @@ class _Unknown:
     def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
         return None
 
+    def units(self, i: int, o: int, cr: int, cw: int) -> int | None:
+        return None
+
+    def worst(self, i: int, o: int) -> int | None:
+        return None
+
 
 _UNKNOWN: Final = _Unknown()
 
 
-class _UserRate:
+class _UserRate(_Rates):
     """A price from the user's table."""
 
     __slots__ = ("cache_read", "cache_write", "input", "origin", "output")
@@ -201,6 +248,14 @@ class _UserRate:
         self.output = rate.output
         self.cache_read = rate.input if rate.cache_read is None else rate.cache_read
         self.cache_write = rate.input if rate.cache_write is None else rate.cache_write
+        super().__init__(
+            (
+                _per_token(self.input),
+                _per_token(self.output),
+                _per_token(self.cache_read),
+                _per_token(self.cache_write),
+            )
+        )
 
     def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
         return (
@@ -222,8 +277,9 @@ _SLOT_BY_KEY: Final = {
 _Tiers = tuple[tuple[int, Decimal], ...]
 
 
-class _Plan:
-    """A genai-prices price reduced to per-million-token rates, computed as ``calc_price`` does.
+class _Plan(_Rates):
+    """A genai-prices price reduced to per-million-token rates, computed as ``calc_price`` does
+    (and, for ``units``, to per-token rates in engine units).
 
     genai-prices prices each unit as ``price * count / per`` and adds the results; the uncached
     input count is ``input_tokens`` less the cache counts it prices separately; a tiered price
@@ -251,6 +307,32 @@ class _Plan:
         self.sub_read = sub_read
         self.sub_write = sub_write
         self.expires = expires
+        starts = sorted({start for _, _, tiers in tiered for start, _ in tiers}, reverse=True)
+        super().__init__(
+            self._unit_rates(None), tuple((start, self._unit_rates(start + 1)) for start in starts)
+        )
+
+    def _unit_rates(self, prompt: int | None) -> _UnitRates:
+        """The per-token rates for a prompt of ``prompt`` tokens (None: below every tier)."""
+        prices: list[Decimal | None] = [None, None, None, None, None]
+        for slot, price in self.flat:
+            prices[slot] = price
+        for slot, base, tiers in self.tiered:
+            prices[slot] = base
+            for start, tier_price in tiers:
+                if prompt is not None and prompt > start:
+                    prices[slot] = tier_price
+                    break
+        plain = prices[_UNCACHED_INPUT] or Decimal(0)
+        # A cache count genai-prices does not price separately stays in the plain input.
+        read = prices[_CACHE_READ] if self.sub_read else plain
+        write = prices[_CACHE_WRITE] if self.sub_write else plain
+        return (
+            _per_token(plain),
+            _per_token(prices[_OUTPUT] or Decimal(0)),
+            _per_token(read or Decimal(0)),
+            _per_token(write or Decimal(0)),
+        )
 
     def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
         uncached = i
@@ -286,6 +368,15 @@ class _Calc:
     def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
         usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
         return calc_price(usage, model_ref=self.ref, provider_id=self.provider_id).total_price
+
+    def units(self, i: int, o: int, cr: int, cw: int) -> int | None:
+        cost = self.cost(i, o, cr, cw)
+        return None if cost is None else units(cost)
+
+    def worst(self, i: int, o: int) -> int | None:
+        plain = self.units(i, o, 0, 0)
+        written = self.units(i, o, 0, i)
+        return None if plain is None or written is None else max(plain, written)
 
 
 _Resolved: TypeAlias = _Unknown | _UserRate | _Plan | _Calc
@@ -365,6 +456,8 @@ def _plan_agrees(plan: _Plan, ref: str, provider_id: str | None) -> bool:
         got = plan.cost(i, o, cr, cw)
         if got != expected or str(got) != str(expected):
             return False
+        if units(expected) != plan.units(i, o, cr, cw):
+            return False  # a price with more decimals than the engine's units hold
     return True
 
 
@@ -466,10 +559,40 @@ class Prices:
                 f"tokens: got input_tokens={input_tokens}, output_tokens={output_tokens}, "
                 f"cache_read_tokens={cache_read_tokens}, cache_write_tokens={cache_write_tokens}"
             )
+        resolved = self._resolved(model)
+        return resolved.cost(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+
+    def units(
+        self, model: str, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int
+    ) -> int | None:
+        """``cost()`` in the engine's units (10^-18 USD), with integer arithmetic only: what
+        the governor calls for every response. Raises ``ValueError`` as ``cost()`` does."""
+        if (input_tokens | output_tokens | cache_read | cache_write) < 0 or (
+            cache_read + cache_write > input_tokens
+        ):
+            self.cost(
+                model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
+            )  # raises, naming the counts
         resolved = self._cache.get(model)
         if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
             resolved = self._resolve(model)
-        return resolved.cost(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+        return resolved.units(input_tokens, output_tokens, cache_read, cache_write)
+
+    def worst_units(self, model: str, input_tokens: int, max_output_tokens: int) -> int | None:
+        """``worst_case()`` in the engine's units: what a request reserves under a cost limit."""
+        if (input_tokens | max_output_tokens) < 0:
+            raise ValueError(
+                "token counts must be non-negative: got "
+                f"input_tokens={input_tokens}, max_output_tokens={max_output_tokens}"
+            )
+        resolved = self._cache.get(model)
+        if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
+            resolved = self._resolve(model)
+        return resolved.worst(input_tokens, max_output_tokens)
 
     def worst_case(self, model: str, input_tokens: int, max_output_tokens: int) -> Decimal | None:
         """The most a call can cost: every output token used, and no input read from a cache.
@@ -477,16 +600,8 @@ class Prices:
         Where writing to a cache costs more than plain input (Anthropic), every input token is
         also assumed written to it, so a reservation made from this is never too small.
         """
-        plain = self.cost(model, input_tokens=input_tokens, output_tokens=max_output_tokens)
-        if plain is None:
-            return None
-        written = self.cost(
-            model,
-            input_tokens=input_tokens,
-            output_tokens=max_output_tokens,
-            cache_write_tokens=input_tokens,
-        )
-        return plain if written is None else max(plain, written)
+        worst = self.worst_units(model, input_tokens, max_output_tokens)
+        return None if worst is None else dollars(worst)
 
     def knows(self, model: str) -> bool:
         """Whether ``model`` has a price (from the user table or from genai-prices)."""
@@ -498,10 +613,7 @@ class Prices:
         ``"price table: 'my-model'"`` or
         ``"genai-prices: provider 'google', model 'gemini-3-pro-preview'"``.
         """
-        resolved = self._cache.get(model)
-        if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
-            resolved = self._resolve(model)
-        return resolved.origin
+        return self._resolved(model).origin
 
     def describe_missing(self, model: str) -> str:
         """How to give ``model`` a price, in code or in ``haltwise.toml``."""
@@ -515,6 +627,12 @@ class Prices:
     def clear_cache(self) -> None:
         """Forget every resolved model, so that the next ``cost()`` looks each up again."""
         self._cache.clear()
+
+    def _resolved(self, model: str) -> _Resolved:
+        resolved = self._cache.get(model)
+        if resolved is None or (resolved.expires is not None and time.time() >= resolved.expires):
+            resolved = self._resolve(model)
+        return resolved
 
     def _resolve(self, model: str) -> _Resolved:
         resolved = self._lookup(model)

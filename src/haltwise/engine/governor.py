@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from decimal import Decimal
 from typing import Any
 
 from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
@@ -45,7 +44,7 @@ from .events import (
 from .ledger import Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
-from .pricing import Pricer
+from .pricing import Pricer, UnitPricer, in_units, units
 from .state import InFlight, Reservation, Slot, Tally
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
@@ -94,7 +93,7 @@ class Phase:
     def slot(self, leaf: Leaf) -> Slot:
         return self.slots[leaf]
 
-    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal:
+    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> int:
         return self.governor.request_cost(model, input_tokens, max_tokens)
 
     def usage_now(self) -> Usage:
@@ -126,7 +125,7 @@ class Governor:
         self._clock = clock
         #: The clock, as limits see it (the Context protocol).
         self.now = clock
-        self._pricer = pricer
+        self._pricer = None if pricer is None else in_units(pricer)
         self._ledger = ledger if ledger is not None else MemoryLedger()
         self._new_id = new_id
         self._parent = parent
@@ -154,13 +153,16 @@ class Governor:
         self._cancel_listeners: list[Callable[[], None]] = []
         #: Held while an event is decided and counted. Hold it to read several values as one.
         self.lock = threading.RLock()
-        #: The last worst-case price computed: ((model, prompt, max_tokens), dollars).
-        self._quote: tuple[tuple[str, int, int], Decimal] | None = None
+        #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
+        #: priced by the cost limit's check and again when it is counted.
+        self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
         #: Phases entered and not yet left, outermost first.
         self._phases: list[Phase] = []
         #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
         self._synthesizing = False
         self._slots: dict[Leaf, Slot] = {}
+        #: The check tables in use (``_install`` builds them; ``_use`` picks one).
+        self._tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
         #: True while nothing but the limits can change the next decision (the fast path).
@@ -188,6 +190,9 @@ class Governor:
         lock = self.lock
         lock.acquire()
         try:
+            due = self._due
+            if due is not None and self._clock() >= due:
+                self._time_is_up()
             if self._plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 handler = self._handlers.get(type(event))
@@ -265,6 +270,7 @@ class Governor:
         else:
             assert reply.amount is not None
             limit.extend(reply.amount, ctx)
+        self._set_due()
         try:
             return self.handle(ask.event) if before and ask.event is not None else CONTINUE
         finally:
@@ -532,8 +538,8 @@ class Governor:
                 "slots": [
                     {
                         "limit": repr(leaf),
-                        "baseline": _jsonable(slot.baseline),
-                        "extra": _jsonable(slot.extra),
+                        "baseline": leaf.dump(slot.baseline),
+                        "extra": leaf.dump(slot.extra),
                     }
                     for leaf in self._leaves
                     for slot in (self._slots[leaf],)
@@ -560,8 +566,8 @@ class Governor:
                     entry = saved.get(repr(leaf))
                     if entry is not None:
                         slot = self._slots[leaf]
-                        slot.baseline = _from_json(entry["baseline"])
-                        slot.extra = _from_json(entry["extra"])
+                        slot.baseline = leaf.load(entry["baseline"])
+                        slot.extra = leaf.load(entry["extra"])
                 self._run_id = str(data["run_id"])
                 self._prompt = str(data.get("prompt", ""))
                 self._last_text = data.get("last_text")
@@ -575,6 +581,7 @@ class Governor:
             self._pending = None
             self._synthesizing = False
             self._refresh()
+            self._set_due()
 
     # ----------------------------------------------------------------------------------------
     # The Context that limits see
@@ -582,17 +589,17 @@ class Governor:
     def slot(self, leaf: Leaf) -> Slot:
         return self._slots[leaf]
 
-    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal:
-        key = (model, input_tokens, max_tokens)
+    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> int:
+        """The most a request can cost, in engine units (10^-18 USD)."""
         quote = self._quote
-        if quote is not None and quote[0] == key:
-            return quote[1]
-        cost = self._price(model, input_tokens, max_tokens, 0, 0)
+        if quote[1] == input_tokens and quote[2] == max_tokens and quote[0] == model:
+            return quote[3]
+        cost = self._pricing().worst_units(model, input_tokens, max_tokens) if model else None
         if cost is None:
             raise UnpricedModelError(
                 model or "(no model name)", self._pricing().describe_missing(model)
             )
-        self._quote = (key, cost)
+        self._quote = (model, input_tokens, max_tokens, cost)
         return cost
 
     def usage_now(self) -> Usage:
@@ -610,15 +617,15 @@ class Governor:
         self._run.reset(now)
         if self._session.started_at is None:
             self._session.started_at = now
-        for leaf in self._leaves:
-            slot = self._slots[leaf]
-            if leaf.scope == "run":
-                slot.new_round()
-                slot.state = leaf.new_state()
+        for leaf, slot in self._run_slots:
+            slot.new_round()
+            slot.state = leaf.new_state()
         if self._phases:
             # Phases belong to the run they were entered in.
             self._phases = []
             self._install(self._limits, keep_slots=True)
+        else:
+            self._set_due()
         self._run_id = event.run_id or self._new_id()
         self._prompt = event.prompt
         self._last_text = None
@@ -675,7 +682,11 @@ class Governor:
         output = 0 if wanted is None or max_tokens is None else max_tokens
         cost = None
         if self._needs_prices and wanted is not None and event.model:
-            cost = self.request_cost(event.model, prompt, output)
+            quote = self._quote  # the cost limit's check has priced it, most often
+            if quote[1] == prompt and quote[2] == output and quote[0] == event.model:
+                cost = quote[3]
+            else:
+                cost = self.request_cost(event.model, prompt, output)
         in_flight = self._in_flight
         if len(in_flight.requests) >= _MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
@@ -683,7 +694,7 @@ class Governor:
         in_flight.hold((event.request_id, event.model, prompt, output, cost))
         return max_tokens
 
-    def _spend(self, reservation: Reservation) -> Decimal | None:
+    def _spend(self, reservation: Reservation) -> int | None:
         """Count a request that was sent and never answered at what it reserved; its cost."""
         _, model, prompt, output, cost = reservation
         if cost is None:
@@ -710,17 +721,19 @@ class Governor:
             )
         return self._post(self._post_response, event)
 
-    def _count_response(self, event: ModelResponse) -> Decimal | None:
+    def _count_response(self, event: ModelResponse) -> int | None:
         """Count a response's usage (or, unanswered, its request's reservation)."""
         in_flight = self._in_flight
-        reservation = (
-            in_flight.take(in_flight.index(event.request_id)) if in_flight.requests else None
-        )
+        reservation = None
+        if in_flight.requests:
+            request_id = event.request_id
+            reservation = in_flight.take(in_flight.index(request_id) if request_id else 0)
         if not event.answered:
             # With nothing reserved (no request reported), nothing is known to count.
-            return self._spend(reservation) if reservation is not None else Decimal(0)
-        cost = event.cost
-        if cost is None:
+            return self._spend(reservation) if reservation is not None else 0
+        if event.cost is not None:
+            cost: int | None = units(event.cost)
+        else:
             cost = self._price(
                 event.model,
                 event.input_tokens,
@@ -745,18 +758,26 @@ class Governor:
         output_tokens: int,
         cache_read: int,
         cache_write: int,
-        cost: Decimal | None,
+        cost: int | None,
     ) -> None:
-        for tally in (self._run, self._session):
-            tally.input_tokens += input_tokens
-            tally.output_tokens += output_tokens
-            tally.cache_read_tokens += cache_read
-            tally.cache_write_tokens += cache_write
-            tally.last_input_tokens = input_tokens
-            if cost is None:
-                tally.cost_known = False
-            else:
-                tally.cost += cost
+        # Written out for the run and the session: this runs for every response.
+        run, session = self._run, self._session
+        run.input_tokens += input_tokens
+        session.input_tokens += input_tokens
+        run.output_tokens += output_tokens
+        session.output_tokens += output_tokens
+        run.last_input_tokens = session.last_input_tokens = input_tokens
+        if cache_read:
+            run.cache_read_tokens += cache_read
+            session.cache_read_tokens += cache_read
+        if cache_write:
+            run.cache_write_tokens += cache_write
+            session.cache_write_tokens += cache_write
+        if cost is None:
+            run.cost_known = session.cost_known = False
+        else:
+            run.cost += cost
+            session.cost += cost
 
     def _on_tool_call(self, event: ToolCall) -> Decision:
         if self._pre_tool:
@@ -999,7 +1020,7 @@ class Governor:
             status=status,
             reason=reason,
             message=message,
-            usage=self.usage,
+            usage=self._run.snapshot(self._clock()),
             run_id=self._run_id,
             partial_output=partial if partial is not None else self._last_text,
             suggestions=suggestions,
@@ -1069,46 +1090,92 @@ class Governor:
                 slot.state = leaf.new_state()
             slots[leaf] = slot
         self._slots = slots
+        #: The run-scoped limits' slots, which every run starts afresh.
+        self._run_slots = tuple((leaf, slots[leaf]) for leaf in self._leaves if leaf.scope == "run")
         contexts: list[tuple[Limit, dict[Leaf, Slot], Context]] = [(limits, slots, self)]
         contexts += [(phase.limits, phase.slots, phase) for phase in self._phases]
         self._needs_prices = any(
             leaf.reason == "cost_limit" for limit, _, _ in contexts for leaf in limit.leaves()
         )
-        table: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
+        full: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
+        fast: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
         allowing: list[tuple[Leaf, Slot, Context]] = []
         deadlines: list[tuple[Leaf, Slot, Context]] = []
+        timers: list[tuple[Leaf, Slot]] = []
         for limit, owned, ctx in contexts:
             for member in limit.members():
                 if isinstance(member, Leaf) and not member.enforced:
                     continue
                 slot = owned.get(member) if isinstance(member, Leaf) else None
-                for event_type in member.pre_events:
-                    table[event_type][0].append((member, slot, ctx))
+                # A plain time limit (no soft threshold, not in shadow) has nothing to say
+                # before its deadline: it is left out of the tables until then.
+                timer = False
+                if (
+                    isinstance(member, Leaf)
+                    and slot is not None
+                    and member.reason == "time_limit"
+                    and not member.shadow
+                    and member.warn_at is None
+                ):
+                    timers.append((member, slot))
+                    timer = True
                 after = set(member.post_events)
                 if member.warn_at is not None:
                     after.update(member.pre_events)
-                for event_type in ALL_EVENTS:
-                    if event_type in after:
-                        table[event_type][1].append((member, slot, ctx))
+                for table in (full,) if timer else (full, fast):
+                    for event_type in member.pre_events:
+                        table[event_type][0].append((member, slot, ctx))
+                    for event_type in ALL_EVENTS:
+                        if event_type in after:
+                            table[event_type][1].append((member, slot, ctx))
                 if isinstance(member, Leaf) and slot is not None and not member.shadow:
                     if member.allows:
                         allowing.append((member, slot, ctx))
                     if member.reason == "time_limit":
                         deadlines.append((member, slot, ctx))
-        frozen = {t: (tuple(pre), tuple(post)) for t, (pre, post) in table.items()}
-        self._pre_run, self._post_run = frozen[RunStarted]
-        self._pre_turn, self._post_turn = frozen[TurnStarting]
-        self._pre_request, self._post_request = frozen[ModelRequest]
-        self._pre_response, self._post_response = frozen[ModelResponse]
-        self._pre_tool, self._post_tool = frozen[ToolCall]
-        self._pre_result, self._post_result = frozen[ToolResult]
-        self._pre_turn_end, self._post_turn_end = frozen[TurnEnded]
-        self._pre_run_end = frozen[RunEnded][0]
-        self._tables = frozen
+        self._full_tables = {t: (tuple(pre), tuple(post)) for t, (pre, post) in full.items()}
+        self._fast_tables = {t: (tuple(pre), tuple(post)) for t, (pre, post) in fast.items()}
         self._allowing = tuple(allowing)
         self._deadlines = tuple(deadlines)
+        self._timers = tuple(timers)
+        self._set_due()
 
-    def _pricing(self) -> Pricer:
+    def _set_due(self) -> None:
+        """Leave the plain time limits out of the checks until the earliest of their deadlines
+        (``handle`` looks at the clock against it). Called whenever a deadline may have moved:
+        a run started, a limit was continued or extended, limits or phases changed, a restore.
+        """
+        due: float | None = None
+        for limit, slot in self._timers:
+            at = limit.deadline(slot)
+            if at is not None and (due is None or at < due):
+                due = at
+        if due is not None and self._clock() >= due:
+            self._time_is_up()
+        else:
+            self._due = due
+            self._use(self._fast_tables)
+
+    def _time_is_up(self) -> None:
+        """A plain time limit's deadline has passed: every limit is checked from now on, in its
+        place in the limit expression, until a deadline moves again."""
+        self._due = None
+        self._use(self._full_tables)
+
+    def _use(self, tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]]) -> None:
+        if self._tables is tables:
+            return
+        self._pre_run, self._post_run = tables[RunStarted]
+        self._pre_turn, self._post_turn = tables[TurnStarting]
+        self._pre_request, self._post_request = tables[ModelRequest]
+        self._pre_response, self._post_response = tables[ModelResponse]
+        self._pre_tool, self._post_tool = tables[ToolCall]
+        self._pre_result, self._post_result = tables[ToolResult]
+        self._pre_turn_end, self._post_turn_end = tables[TurnEnded]
+        self._pre_run_end = tables[RunEnded][0]
+        self._tables = tables
+
+    def _pricing(self) -> UnitPricer:
         if self._pricer is None:
             from ..pricing import Prices
 
@@ -1117,16 +1184,11 @@ class Governor:
 
     def _price(
         self, model: str, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int
-    ) -> Decimal | None:
+    ) -> int | None:
+        """A call's cost in engine units, or None when it has no price."""
         if not model:
             return None
-        return self._pricing().cost(
-            model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-        )
+        return self._pricing().units(model, input_tokens, output_tokens, cache_read, cache_write)
 
     def __repr__(self) -> str:
         return f"Governor({self._limits!r})"
@@ -1189,12 +1251,3 @@ def _as_answer(answer: Answer | Choice | bool | None) -> Answer | None:
         answer,
         "an Answer, Choice.CONTINUE, Choice.WRAP_UP, Choice.ABORT, True, False or None",
     )
-
-
-def _jsonable(value: int | float | Decimal) -> int | float | str:
-    """Counts stay numbers; money becomes a string, so that it comes back as a Decimal."""
-    return str(value) if isinstance(value, Decimal) else value
-
-
-def _from_json(value: int | float | str) -> int | float | Decimal:
-    return Decimal(value) if isinstance(value, str) else value

@@ -37,6 +37,7 @@ from .events import (
 )
 from .outcome import Status, Usage
 from .policies import Policy, as_policy
+from .pricing import dollars, units
 from .state import Slot
 
 __all__ = [
@@ -106,7 +107,7 @@ class Context(Protocol):
 
     def slot(self, leaf: Leaf) -> Slot: ...
 
-    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> Decimal: ...
+    def request_cost(self, model: str, input_tokens: int, max_tokens: int) -> int: ...
 
     def usage_now(self) -> Usage: ...
 
@@ -433,6 +434,14 @@ class Leaf(Limit):
         """An "extend by" amount in this limit's units."""
         return value
 
+    def dump(self, value: Any) -> Any:
+        """A baseline or extra amount of this limit's as JSON-compatible data (checkpoints)."""
+        return value
+
+    def load(self, value: Any) -> Any:
+        """The inverse of ``dump``."""
+        return value
+
     #: Whether ``allowance`` can lower a request's ``max_tokens`` (token limits).
     allows = False
 
@@ -670,7 +679,8 @@ class _MaxTokens(_CountLimit):
                 + in_flight.input_tokens
                 + in_flight.output_tokens
             )
-        return int(held - slot.baseline)
+        baseline: int = slot.baseline
+        return held - baseline
 
     def _room(self, event: ModelRequest, slot: Slot, held: int, cap: int) -> int:
         """How many tokens the request may write (``output``, ``total``)."""
@@ -745,7 +755,10 @@ class _MaxTokens(_CountLimit):
 
 
 class _MaxCost(Leaf):
-    __slots__ = ("maximum",)
+    """Dollars, counted in engine units (10^-18 USD, ints) so that each check is int arithmetic;
+    shown in dollars."""
+
+    __slots__ = ("maximum", "units")
     factory = "max_cost"
     pre_events = (ModelRequest,)
     post_events = (ModelResponse,)
@@ -754,60 +767,75 @@ class _MaxCost(Leaf):
 
     def __init__(self, maximum: Decimal, args: str, **kw: Any) -> None:
         self.maximum = maximum
+        self.units = units(maximum)
         super().__init__(args, name="max_cost", **kw)
 
-    def cap(self) -> Decimal:
-        return self.maximum
+    def cap(self) -> int:
+        return self.units
 
-    def metric(self, slot: Slot, ctx: Context) -> Decimal:
+    def metric(self, slot: Slot, ctx: Context) -> int:
         return slot.tally.cost
 
-    def amount(self, value: int | float) -> Decimal:
-        return Decimal(str(value))
+    def amount(self, value: int | float) -> int:
+        return units(Decimal(str(value)))
+
+    def dump(self, value: int) -> str:
+        return str(dollars(value))
+
+    def load(self, value: Any) -> int:
+        return units(Decimal(value))
+
+    def _shown(self, slot: Slot) -> Decimal:
+        """This round's cap in dollars, as the user wrote it (plus what was added)."""
+        return self.maximum + dollars(slot.extra) if slot.extra else self.maximum
+
+    def standing(self, slot: Slot, ctx: Context) -> LimitStatus:
+        used = dollars(slot.tally.cost - slot.baseline)
+        return LimitStatus(repr(self), self.reason, self.scope, used, self._shown(slot))
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
-        # Decimal arithmetic is dear on the hot path: skip it while no round was restarted.
         tally = slot.tally
-        spent = tally.cost - slot.baseline if slot.baseline else tally.cost
         reserved = tally.in_flight.cost
-        if reserved:
-            # Requests in flight hold their worst case until their answers arrive.
-            spent += reserved
-        cap = self.maximum + slot.extra if slot.extra else self.maximum
+        # Requests in flight hold their worst case until their answers arrive.
+        spent = tally.cost - slot.baseline + reserved
+        cap = self.units + slot.extra
         if spent >= cap:
             held = " (with requests in flight)" if reserved else ""
-            return f"Cost limit of ${cap} reached: ${_money(spent)} spent{held} ({self!r})"
+            shown = self._shown(slot)
+            return f"Cost limit of ${shown} reached: ${_money(spent)} spent{held} ({self!r})"
         if event.max_tokens is None:
             return None
-        prompt = (
-            event.input_tokens if event.input_tokens is not None else slot.tally.last_input_tokens
-        )
+        prompt = event.input_tokens
+        if prompt is None:
+            prompt = tally.last_input_tokens
         worst = ctx.request_cost(event.model, prompt, event.max_tokens)
         if spent + worst > cap:
             return (
-                f"Cost limit of ${cap} would be exceeded: ${_money(spent)} spent, and this "
-                f"request could cost up to ${_money(worst)} ({event.model}, {prompt} input "
-                f"tokens, max_tokens={event.max_tokens}) ({self!r})"
+                f"Cost limit of ${self._shown(slot)} would be exceeded: ${_money(spent)} spent, "
+                f"and this request could cost up to ${_money(worst)} ({event.model}, {prompt} "
+                f"input tokens, max_tokens={event.max_tokens}) ({self!r})"
             )
         return None
 
     def post(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
-        spent = slot.tally.cost - slot.baseline if slot.baseline else slot.tally.cost
-        cap = self.maximum + slot.extra if slot.extra else self.maximum
+        spent = slot.tally.cost - slot.baseline
+        cap = self.units + slot.extra
         if spent > cap:
-            return f"Exceeded the cost limit of ${cap}: ${_money(spent)} spent ({self!r})"
+            shown = self._shown(slot)
+            return f"Exceeded the cost limit of ${shown}: ${_money(spent)} spent ({self!r})"
         return None
 
     def warning(self, slot: Slot, ctx: Context) -> str | None:
         if self.warn_at is None:
             return None
         spent = slot.tally.cost - slot.baseline
-        cap = self.maximum + slot.extra
+        cap = self.units + slot.extra
         if spent < cap * Decimal(str(self.warn_at)):
             return None
-        return f"${_money(spent)} of ${cap} spent: ${_money(cap - spent)} left; wrap up soon."
+        left = _money(cap - spent)
+        return f"${_money(spent)} of ${self._shown(slot)} spent: ${left} left; wrap up soon."
 
     def question(self, ctx: Context) -> str:
         slot = ctx.slot(self)
@@ -1168,8 +1196,10 @@ def _check_warn_at(value: object, name: str) -> float | None:
     raise InvalidValueError(f"{name}(warn_at)", value, "a fraction between 0 and 1, e.g. 0.8")
 
 
-def _money(amount: Decimal) -> str:
-    return f"{amount:.4f}" if amount < Decimal("0.01") and amount != 0 else f"{amount:.2f}"
+def _money(amount: int) -> str:
+    """An amount in engine units as dollars for a message: cents, or four decimals below one."""
+    usd = dollars(amount)
+    return f"{usd:.4f}" if usd < Decimal("0.01") and usd != 0 else f"{usd:.2f}"
 
 
 def _duration(seconds: float) -> str:

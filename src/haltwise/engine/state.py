@@ -10,10 +10,9 @@ from decimal import Decimal
 from typing import Any
 
 from .outcome import Usage
+from .pricing import dollars, units
 
 __all__ = ["InFlight", "Reservation", "Slot", "Tally"]
-
-_ZERO = Decimal(0)
 
 
 class Tally:
@@ -24,10 +23,10 @@ class Tally:
         "cache_write_tokens",
         "cost",
         "cost_known",
+        "in_flight",
         "input_tokens",
         "last_input_tokens",
         "model_calls",
-        "in_flight",
         "output_tokens",
         "started_at",
         "tool_calls",
@@ -53,8 +52,9 @@ class Tally:
         self.cache_write_tokens = 0
         #: The prompt size of the last response: the estimate for the next request's prompt.
         self.last_input_tokens = 0
-        #: Dollars of the priced calls; ``cost_known`` is False once any call had no price.
-        self.cost = _ZERO
+        #: Dollars of the priced calls, in engine units (10^-18 USD); ``cost_known`` is False
+        #: once any call had no price.
+        self.cost = 0
         self.cost_known = True
         #: The monotonic time the scope started, or None before it has.
         self.started_at: float | None = None
@@ -75,7 +75,7 @@ class Tally:
             output_tokens=self.output_tokens,
             cache_read_tokens=self.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens,
-            cost=self.cost if self.cost_known else None,
+            cost=dollars(self.cost) if self.cost_known else None,
             elapsed=self.elapsed(now),
         )
 
@@ -90,7 +90,7 @@ class Tally:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "last_input_tokens": self.last_input_tokens,
-            "cost": str(self.cost),
+            "cost": str(dollars(self.cost)),
             "cost_known": self.cost_known,
             "elapsed": self.elapsed(now),
         }
@@ -105,14 +105,14 @@ class Tally:
         self.cache_read_tokens = int(data["cache_read_tokens"])
         self.cache_write_tokens = int(data["cache_write_tokens"])
         self.last_input_tokens = int(data["last_input_tokens"])
-        self.cost = Decimal(data["cost"])
+        self.cost = units(Decimal(data["cost"]))
         self.cost_known = bool(data["cost_known"])
         self.started_at = now - float(data["elapsed"])
 
 
 #: One model request in flight: (request_id, model, prompt tokens, max_tokens or 0, worst-case
-#: dollars when a cost limit priced it). A tuple: one is made for every request.
-Reservation = tuple[str, str, int, int, "Decimal | None"]
+#: cost in engine units when a cost limit priced it). A tuple: one is made for every request.
+Reservation = tuple[str, str, int, int, "int | None"]
 
 
 class InFlight:
@@ -123,10 +123,10 @@ class InFlight:
 
     def __init__(self) -> None:
         self.requests: list[Reservation] = []
-        #: The sums of the requests' prompts, ``max_tokens`` and worst-case dollars.
+        #: The sums of the requests' prompts, ``max_tokens`` and worst-case costs (in units).
         self.input_tokens = 0
         self.output_tokens = 0
-        self.cost = _ZERO
+        self.cost = 0
 
     def clear(self) -> None:
         """Forget every request (a checkpoint's are restored in their place)."""
@@ -161,7 +161,7 @@ class InFlight:
 
     def to_list(self) -> list[list[Any]]:
         return [
-            [request_id, model, prompt, output, None if cost is None else str(cost)]
+            [request_id, model, prompt, output, None if cost is None else str(dollars(cost))]
             for request_id, model, prompt, output, cost in self.requests
         ]
 
@@ -176,7 +176,7 @@ class InFlight:
                     str(model),
                     int(prompt),
                     int(output),
-                    None if cost is None else Decimal(cost),
+                    None if cost is None else units(Decimal(cost)),
                 )
             )
         return reservations
