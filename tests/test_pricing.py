@@ -26,7 +26,7 @@ from genai_prices.types import (
 
 import haltwise.pricing as pricing
 from haltwise.engine.errors import ConfigurationError, InvalidValueError
-from haltwise.engine.pricing import Pricer
+from haltwise.engine.pricing import Pricer, dollars, in_units, units
 from haltwise.pricing import ModelRate, Prices, parse_price_table
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
@@ -128,6 +128,52 @@ def test_fast_path_matches_calc_price_exactly(model: str, calc_calls: list[str])
         assert got == expected, (model, i, o, cr, cw)
         assert str(got) == str(expected), (model, i, o, cr, cw)  # same digits, same exponent
     assert calc_calls == []  # all of it computed from the cached rates
+
+
+@pytest.mark.parametrize("model", [*FAST_MODELS, "mine", "openrouter/acme/mine"])
+def test_integer_units_are_the_decimal_cost_exactly(model: str, calc_calls: list[str]) -> None:
+    # What the governor counts (units of 1e-18 USD, int arithmetic) is calc_price's figure.
+    prices = Prices({"mine": {"input": "0.0375", "output": "1.2", "cache_read": "0.003"}})
+    prices.units(model, 0, 0, 0, 0)
+    calc_calls.clear()
+    for i, o, cr, cw in USAGES:
+        cost = prices.cost(
+            model, input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw
+        )
+        assert cost is not None
+        assert prices.units(model, i, o, cr, cw) == units(cost), (model, i, o, cr, cw)
+        assert dollars(units(cost)) == cost
+        worst = prices.worst_units(model, i, o)
+        assert worst is not None
+        assert dollars(worst) == prices.worst_case(model, i, o)
+        assert worst >= prices.units(model, i, o, 0, i), "a cache write can cost more"
+    assert calc_calls == []
+
+
+def test_units_refuse_what_cost_refuses() -> None:
+    prices = Prices()
+    with pytest.raises(ValueError, match="input_tokens must include the cached tokens"):
+        prices.units("gpt-4o", 10, 0, 11, 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        prices.worst_units("gpt-4o", -1, 10)
+    assert prices.units("no-such-model-anywhere", 1, 1, 0, 0) is None
+    assert prices.worst_units("no-such-model-anywhere", 1, 1) is None
+
+
+def test_a_pricer_without_units_is_converted() -> None:
+    class Plain:
+        def cost(self, model: str, **counts: int) -> Decimal | None:
+            return Decimal("0.001") * counts["input_tokens"] if model == "p" else None
+
+        def describe_missing(self, model: str) -> str:
+            return "price it"
+
+    converted = in_units(Plain())
+    assert converted.units("p", 3, 0, 0, 0) == units(Decimal("0.003"))
+    assert converted.worst_units("p", 3, 10) == units(Decimal("0.003"))
+    assert converted.units("q", 3, 0, 0, 0) is None
+    prices = Prices()
+    assert in_units(prices) is prices
 
 
 def test_tiers_follow_total_input_tokens() -> None:

@@ -327,3 +327,29 @@ def test_a_childs_own_refusal_spends_nothing_of_its_parents() -> None:
         assert isinstance(child.handle(ModelRequest("m")), Stop)
     assert parent.usage.model_calls == 1
     assert child.usage.model_calls == 1
+
+
+def test_dollars_are_exact_through_a_continue_a_checkpoint_and_a_restore() -> None:
+    # The engine counts money in integer units; what users see stays exact Decimal USD, and a
+    # checkpoint keeps a cost limit's round (its baseline and extension) in dollars.
+    prices = Prices({"m": {"input": "0.0375", "output": "1.2"}})
+    governor = Governor(max_cost("0.001", on_limit="ask"), clock=FakeClock(), pricer=prices)
+    governor.handle(RunStarted("task", run_id="c1"))
+    billed = Decimal(0)
+    for given in (None, Decimal("0.000123456789")):
+        governor.handle(ModelRequest("m"))
+        response = ModelResponse("m", input_tokens=3_000, output_tokens=700, cost=given)
+        ask = governor.handle(response)
+        price = prices.cost("m", input_tokens=3_000, output_tokens=700)
+        billed += given if given is not None else price  # type: ignore[operator]
+        if isinstance(ask, Ask):
+            assert governor.resolve(ask, Answer(Choice.EXTEND, 0.0005)) is CONTINUE
+    assert governor.usage.cost == billed == Decimal("0.001075956789")
+    saved = governor.checkpoint()
+    assert saved["run"]["cost"] == "0.001075956789"
+    assert saved["slots"][0]["extra"] == "0.0005"
+    resumed = Governor(max_cost("0.001", on_limit="ask"), clock=FakeClock(), pricer=prices)
+    resumed.restore(saved)
+    assert resumed.usage.cost == billed
+    (standing,) = resumed.standing()
+    assert (standing.used, standing.cap) == (Decimal("0.001075956789"), Decimal("0.0015"))
