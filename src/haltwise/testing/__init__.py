@@ -3,6 +3,9 @@
 * :class:`ScriptedServer` - an in-process OpenAI-compatible HTTP server that answers chat
   completion requests (plain or streamed) from a script of :func:`reply`, :func:`error`
   and callable entries, and records what it was sent.
+* :class:`AnthropicServer` - the same script served as the Anthropic Messages API (plain or
+  streamed), for the ``anthropic`` client and the Claude Agent SDK's CLI;
+  :class:`AnthropicUsage` adds prompt-cache writes to a reply's usage.
 * :func:`reply`, :func:`tool_call`, :func:`error` and :class:`Usage` - build script
   entries (:class:`Reply`, :class:`ToolCall`, :class:`ErrorReply`).
 * :func:`deep_size` - the bytes an object graph holds, to show state stays bounded.
@@ -34,11 +37,14 @@ from haltwise.testing._script import (
     reply,
     tool_call,
 )
+from haltwise.testing.anthropic_server import AnthropicServer, AnthropicUsage
 from haltwise.testing.clock import FakeClock
 from haltwise.testing.server import ScriptedServer
 from haltwise.testing.size import deep_size
 
 __all__ = [
+    "AnthropicServer",
+    "AnthropicUsage",
     "ErrorReply",
     "FakeClock",
     "FinishReason",
