@@ -1,0 +1,180 @@
+"""What haltwise adds to a LangChain agent: the same scripted run with and without it.
+
+A ``create_agent`` agent (``ChatOpenAI`` over HTTP to ``haltwise.testing.ScriptedServer``, one
+``search`` tool) runs a session of ``TURNS`` turns, each a reply with one tool call, then a
+final answer. Contenders, timed side by side in interleaved rounds in one process:
+
+- ``create_agent``: ``agent.invoke(...)``, no middleware;
+- ``+ a no-op middleware``: the same agent with a middleware whose ``wrap_model_call`` and
+  ``wrap_tool_call`` only call the handler: what LangChain's middleware machinery itself costs,
+  the floor of any middleware;
+- ``+ haltwise (govern)``: the same agent built with ``HaltwiseMiddleware`` (limits on turns,
+  tool calls, tokens and time, none of which trips), run by ``govern(agent,
+  guard).run_sync(...)``;
+- and each again with ``ainvoke`` / ``await govern(...).run(...)``.
+
+The ratio (median over rounds of each run's time over the bare agent's in the same round) is
+the wall time added. Goal for haltwise: under 1.02. The scripted server answers in a few
+milliseconds; a real model takes hundreds, so the same microseconds weigh far less there.
+
+``python benchmarks/run.py langchain``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+import haltwise
+from haltwise.adapters.langchain import HaltwiseMiddleware, govern
+from haltwise.testing import Reply, ScriptedServer, reply, tool_call
+
+MODEL = "scripted-model"
+TURNS = 10
+ROUNDS = 40
+#: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
+QUESTION: Any = {"messages": [("user", "Find everything about the parser bug.")]}
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web."""
+    return f"3 pages about {query}"
+
+
+def answer(body: dict[str, Any]) -> Reply:
+    """Search until ``TURNS`` searches are in the conversation, then answer."""
+    done = sum(1 for message in body["messages"] if message["role"] == "tool")
+    if done < TURNS:
+        query = {"query": f"parser bug, page {done + 1}"}
+        return reply(tool_calls=[tool_call("search", query)], usage=(1000 + 60 * done, 20))
+    return reply("The round trip drops escapes.", usage=(1000 + 60 * done, 12))
+
+
+def guard() -> haltwise.Guard:
+    return haltwise.Guard(
+        haltwise.max_turns(TURNS + 5)
+        | haltwise.max_tool_calls(TURNS + 5)
+        | haltwise.max_tokens(1_000_000)
+        | haltwise.timeout(minutes=5)
+    )
+
+
+class NoOp(AgentMiddleware[AgentState[Any], Any, Any]):
+    """A middleware that only passes the calls on: what any wrap hook costs in LangChain."""
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await handler(request)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await handler(request)
+
+
+#: A contender: how it runs the session synchronously, and asynchronously.
+Contender = tuple[str, Callable[[], Any], Callable[[], Coroutine[Any, Any, Any]]]
+
+
+def contenders(server: ScriptedServer) -> list[Contender]:
+    model = ChatOpenAI(
+        model=MODEL,
+        base_url=server.base_url,
+        api_key="test",  # type: ignore[arg-type]  # pydantic turns it into a SecretStr
+        use_responses_api=False,
+        max_retries=0,
+        max_completion_tokens=200,
+    )
+    bare = create_agent(model, tools=[search])
+    noop = create_agent(model, tools=[search], middleware=[NoOp()])
+    run_guard = guard()
+    governed = govern(
+        create_agent(model, tools=[search], middleware=[HaltwiseMiddleware(run_guard)]), run_guard
+    )
+
+    def checked(outcome: haltwise.Outcome) -> None:
+        assert outcome.status is haltwise.Status.COMPLETED, outcome
+        assert outcome.usage.tool_calls == TURNS
+
+    # The async runs return None to asyncio.run: on its way out, asyncio.run formats its main
+    # task's repr (Python 3.11), result included, which would time the repr of a whole state.
+    async def arun(agent: Any) -> None:
+        await agent.ainvoke(QUESTION)
+
+    async def arun_governed() -> None:
+        checked((await governed.run(QUESTION)).outcome)
+
+    return [
+        ("create_agent", lambda: bare.invoke(QUESTION), lambda: arun(bare)),
+        ("+ a no-op middleware", lambda: noop.invoke(QUESTION), lambda: arun(noop)),
+        (
+            "+ haltwise (govern)",
+            lambda: checked(governed.run_sync(QUESTION).outcome),
+            arun_governed,
+        ),
+    ]
+
+
+def main() -> None:
+    with ScriptedServer([answer], repeat_last=True) as server:
+        players = contenders(server)
+        runs: list[tuple[str, Callable[[], Any]]] = []
+        for name, play, aplay in players:
+            runs.append((name, play))
+            runs.append((f"{name}, async", _in_new_loop(aplay)))
+        for _, play in runs:  # warm-up: imports, connection pools, code paths
+            play()
+        wall: dict[str, list[float]] = {name: [] for name, _ in runs}
+        cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
+        for round_no in range(ROUNDS):
+            shift = round_no % len(runs)
+            for name, play in runs[shift:] + runs[:shift]:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                play()
+                wall[name].append(time.perf_counter() - started)
+                cpu[name].append(time.process_time() - started_cpu)
+    print(
+        f"one run = {TURNS} turns (a tool call each) + a final answer, over HTTP; median of "
+        f"{ROUNDS} interleaved rounds (CPU: this process's, the server's threads included)"
+    )
+    print(
+        f"{'':30}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
+    )
+    for suffix in ("", ", async"):
+        bare = f"{players[0][0]}{suffix}"
+        for name, _, _ in players:
+            name = f"{name}{suffix}"
+            added = (statistics.median(cpu[name]) - statistics.median(cpu[bare])) / (TURNS + 1)
+            print(
+                f"{name:30}{statistics.median(wall[name]) * 1e3:>9.1f}"
+                f"{_ratio(wall[name], wall[bare]):>8.3f}x{min(wall[name]) / min(wall[bare]):>7.3f}x"
+                f"{statistics.median(cpu[name]) * 1e3:>9.1f}{_ratio(cpu[name], cpu[bare]):>8.3f}x"
+                f"{added * 1e6:>7.0f} us"
+            )
+    print("(best: the fastest run of each over the bare agent's fastest, less sensitive to load)")
+    print("goal: haltwise's wall time under 1.02x the bare agent's")
+
+
+def _in_new_loop(aplay: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], Any]:
+    return lambda: asyncio.run(aplay())
+
+
+def _ratio(mine: list[float], theirs: list[float]) -> float:
+    """The median over rounds of one contender's time over the other's, in the same round."""
+    return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
+
+
+if __name__ == "__main__":
+    main()
