@@ -1,0 +1,221 @@
+"""What governing a Claude Agent SDK agent costs: the same run with and without haltwise.
+
+The SDK's agent loop is the Claude Code CLI it starts, talking to the scripted Anthropic server
+(``AnthropicServer``) over real HTTP. The task: 3 turns of 2 parallel calls of an in-process
+tool, then the answer (4 model requests, 6 tool calls). Contenders, timed side by side in
+interleaved rounds in one process (each run starts its own CLI, as ``govern(options)`` does):
+
+- ``Claude Agent SDK``: a ``ClaudeSDKClient`` on the options as given;
+- ``+ do-nothing hooks``: the same with the stream events and the six hooks haltwise uses, each
+  answering at once: what any hook-based governance pays the CLI's control protocol;
+- ``govern(options, guard)``: with ``max_turns(25) | max_tool_calls(50) | max_tokens(200_000) |
+  max_cost("5.00") | timeout(minutes=30)``, so that every hook reports and every limit checks.
+
+Two times per run: the wall time of the whole run (the CLI's start-up, about half of it,
+included), and the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
+from the prompt to the result, hooks included). The added time is the median of per-round ratios
+(the goal: under 2% of the run), split into the hook floor and haltwise's own share.
+
+Twice: with a model that answers at once (the scripted server's own speed: the per-hook costs
+at their largest share), and with one that takes ``LATENCY`` seconds per response, still far
+quicker than a real model; the goal is judged on the second.
+
+``python benchmarks/run.py claude_agent_sdk``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    ResultMessage,
+    ToolAnnotations,
+    create_sdk_mcp_server,
+    tool,
+)
+
+from haltwise import Guard, Limit, max_cost, max_tokens, max_tool_calls, max_turns
+from haltwise import timeout as time_limit
+from haltwise.adapters.claude_agent_sdk import govern
+from haltwise.testing import AnthropicServer, Reply, reply, tool_call
+
+MODEL = "claude-sonnet-4-5"
+TURNS = 3
+CALLS_PER_TURN = 2
+ROUNDS = 8
+LATENCY = 0.2
+LATENCY_ROUNDS = 5
+GOAL = 0.02
+ANSWER = "Everything was looked up."
+
+#: A contender: one run, returning the agent loop's seconds as the CLI measured them.
+Contender = tuple[str, Callable[[], Awaitable[float]]]
+
+
+def limits() -> Limit:
+    return (
+        max_turns(25)
+        | max_tool_calls(50)
+        | max_tokens(200_000)
+        | max_cost("5.00")
+        | time_limit(minutes=30)
+    )
+
+
+def scripted(latency: float) -> Callable[[dict[str, Any]], Reply]:
+    """The task's replies, each from how far the conversation has got, after ``latency``."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        turn = sum(1 for message in body["messages"] if message["role"] == "assistant")
+        if turn < TURNS:
+            calls = [
+                tool_call("mcp__kb__lookup", {"key": f"k{turn}-{n}"}) for n in range(CALLS_PER_TURN)
+            ]
+            return reply(tool_calls=calls, usage=(400 + 150 * turn, 30), delay=latency)
+        return reply(ANSWER, usage=(400 + 150 * turn, 12), delay=latency)
+
+    return answer
+
+
+@tool("lookup", "Look a key up.", {"key": str}, ToolAnnotations(readOnlyHint=True))
+async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": f"value of {arguments['key']}"}]}
+
+
+async def nothing(data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
+    return {}
+
+
+async def run_client(options: ClaudeAgentOptions) -> ResultMessage:
+    async with ClaudeSDKClient(options) as client:
+        await client.query("Look everything up.")
+        async for message in client.receive_response():
+            if isinstance(message, ResultMessage):
+                return message
+    raise AssertionError("the CLI ended without a result")
+
+
+def contenders(options: ClaudeAgentOptions) -> list[Contender]:
+    events = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop")
+    hooks: dict[Any, list[HookMatcher]] = {
+        event: [HookMatcher(hooks=[nothing])] for event in (*events, "PostToolBatch")
+    }
+    with_hooks = ClaudeAgentOptions(**{**vars(options), "hooks": hooks})
+    with_hooks.include_partial_messages = True
+
+    async def bare() -> float:
+        result = await run_client(options)
+        assert result.result == ANSWER, result
+        return result.duration_ms / 1e3
+
+    async def floor() -> float:
+        result = await run_client(with_hooks)
+        assert result.result == ANSWER, result
+        return result.duration_ms / 1e3
+
+    async def under_haltwise() -> float:
+        governed = await govern(options, Guard(limits())).run("Look everything up.")
+        assert governed.completed, governed.outcome
+        assert governed.usage.tool_calls == TURNS * CALLS_PER_TURN
+        assert governed.result is not None
+        return governed.result.duration_ms / 1e3
+
+    return [
+        ("Claude Agent SDK", bare),
+        ("+ do-nothing hooks", floor),
+        ("govern(options, guard)", under_haltwise),
+    ]
+
+
+Times = dict[str, list[float]]
+
+
+async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times]:
+    """Wall seconds per run, and the agent loop's, for each contender."""
+    for _, run in players:  # warm-up: the CLI binary paged in, code hot
+        await run()
+    walls: Times = {name: [] for name, _ in players}
+    loops: Times = {name: [] for name, _ in players}
+    for round_no in range(rounds):
+        shift = round_no % len(players)
+        for name, run in players[shift:] + players[:shift]:
+            started = time.perf_counter()
+            loops[name].append(await run())
+            walls[name].append(time.perf_counter() - started)
+        gc.collect()
+    return walls, loops
+
+
+def report(title: str, times: Times) -> float:
+    """Print one table; return haltwise's added share of the bare run's time."""
+    bare = times["Claude Agent SDK"]
+    print(title)
+    ratios = {}
+    for name, samples in times.items():
+        ratios[name] = statistics.median(
+            mine / base for mine, base in zip(samples, bare, strict=True)
+        )
+        deciles = statistics.quantiles(samples, n=10)
+        print(
+            f"  {name:26}{statistics.median(samples) * 1e3:>8.1f} ms/run{ratios[name]:>8.3f}x"
+            f"   p10-p90 {deciles[0] * 1e3:.1f}-{deciles[-1] * 1e3:.1f}"
+        )
+    governed = ratios["govern(options, guard)"]
+    floor = ratios["+ do-nothing hooks"]
+    added = statistics.median(times["govern(options, guard)"]) - statistics.median(bare)
+    print(
+        f"  added: {(governed - 1) * 100:+.2f}% in all ({added * 1e3:+.1f} ms/run), of which "
+        f"the CLI's hook floor {(floor - 1) * 100:+.2f}% and haltwise's own "
+        f"{(governed - floor) * 100:+.2f}%"
+    )
+    return governed - 1
+
+
+async def scenario(latency: float, rounds: int) -> float:
+    players = 3
+    script = [scripted(latency)] * ((rounds + 1) * players * (TURNS + 1))
+    with AnthropicServer(script) as server, tempfile.TemporaryDirectory() as home:
+        options = ClaudeAgentOptions(
+            model=MODEL,
+            env=server.claude_code_env(home),
+            cwd=home,
+            setting_sources=[],
+            tools=[],
+            mcp_servers={"kb": create_sdk_mcp_server("kb", tools=[lookup])},
+            allowed_tools=["mcp__kb__lookup"],
+        )
+        walls, loops = await measure(contenders(options), rounds)
+    added = report("The whole run (a new CLI per run):", walls)
+    report("The agent loop alone (ResultMessage.duration_ms):", loops)
+    return added
+
+
+async def benchmark() -> float:
+    print(f"{TURNS} turns of {CALLS_PER_TURN} parallel tool calls, then the answer\n")
+    print(f"A model that answers at once; {ROUNDS} interleaved rounds")
+    await scenario(0.0, ROUNDS)
+    print(f"\nA model that answers in {LATENCY * 1e3:.0f} ms; {LATENCY_ROUNDS} interleaved rounds")
+    return await scenario(LATENCY, LATENCY_ROUNDS)
+
+
+def main() -> None:
+    added = asyncio.run(benchmark())
+    verdict = "within" if added < GOAL else "over"
+    model = f"a {LATENCY * 1e3:.0f} ms model"
+    print(f"  goal: under {GOAL:.0%} added to the run with {model}; {verdict} it")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1069 @@
+"""The Claude Agent SDK under haltwise: ``govern(options_or_client, guard)`` and its hooks.
+
+::
+
+    governed = govern(ClaudeAgentOptions(model="claude-sonnet-4-5", ...), Guard(max_turns(10)))
+    result = await governed.run("Why does the parser test fail?")
+    result.outcome.status, result.output, result.result          # Governed[ResultMessage]
+
+The agent loop runs in the Claude Code CLI that the SDK starts; haltwise sees it through the
+CLI's hooks (``ClaudeAgentOptions.hooks``, answered in this process) and the SDK's message
+stream. Where each event comes from:
+
+- ``UserPromptSubmit`` (before the first model request): ``TurnStarting`` and ``ModelRequest``;
+- ``PostToolBatch`` (once every call of a response has resolved, before the next request):
+  ``TurnEnded``, ``TurnStarting`` and ``ModelRequest`` for the main loop; ``ModelRequest`` for a
+  sub-agent's next request. Notes from soft limits go into that request as the hook's
+  ``additionalContext`` (the CLI appends it to the last tool result);
+- the message stream: ``ModelResponse`` with the API's own usage, from the ``message_start`` and
+  ``message_delta`` stream events of each main-loop response (so the options are given
+  ``include_partial_messages=True``), and from each sub-agent ``AssistantMessage``;
+- ``PreToolUse``: ``ToolCall``. For the main loop the hook waits until the whole response has
+  arrived, then reports every call of it before any runs; a refused call is denied
+  (``permissionDecision: "deny"`` with the refusal as its reason: the model sees a tool error
+  and the run goes on);
+- ``PostToolUse`` / ``PostToolUseFailure``: ``ToolResult``;
+- the ``Agent`` (``Task``) tool: a sub-agent's tool calls and requests come through the same
+  hooks and count against the same run; its first request is reported when its ``Agent`` call
+  is admitted, the last point before the CLI starts it;
+- ``Stop``: the main loop ends its turn, or goes on at once with the news of a background
+  sub-agent that finished (a round trip reported there). That news can also wake the main loop
+  in a request no hook precedes, so a run that stops while a background sub-agent lives
+  interrupts the CLI's turn at once.
+
+A stop answers the hook it happens in with ``continue: false``: the CLI ends the run cleanly
+before sending anything more. A stop that happens elsewhere (a usage limit passed by a
+response, ``cancel()``, a deadline) interrupts the client. A stop that synthesizes (or a
+human's "wrap up") writes the final answer with one more model call through the SDK
+(``query()`` with no tools, from the evidence gathered), counted like any other; its
+``ResultMessage`` is the run's result.
+
+What only the CLI sees before sending: a request it retries after an API error (counted when
+the CLI reports the retry, and interrupted if over a limit), and requests it makes on its own
+(none with non-essential traffic off); these, and the output tokens of sub-agent responses (the
+stream carries a sub-agent response before its final usage), are reconciled from the
+``ResultMessage``'s per-model usage when the run ends.
+
+What does not live here: the decisions (``haltwise.engine``) and how they are carried out in a
+loop (``haltwise.drivers.guard``); the scripted Anthropic server the tests run the CLI against
+(``haltwise.testing.AnthropicServer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    Message,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    ToolUseBlock,
+    query,
+)
+
+from ..drivers.guard import AsyncRun, Guard
+from ..engine.decisions import Block, Decision, Stop
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal
+from ..engine.events import (
+    Event,
+    Injected,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+)
+from ..engine.governor import Governor
+from ..engine.policies import Evidence
+from ._common import Governed
+
+__all__ = ["GovernedClaude", "govern"]
+
+#: What the model is told when a limit stops the run with a synthesized answer.
+SYNTHESIS_PROMPT = (
+    "[haltwise] The run has stopped: {reason}\n"
+    "Do not call any tool. From what was gathered so far (below), write the best final answer "
+    "you can to the user's request. Say plainly what is done, what is missing or unverified, "
+    "and what to do next.\n\n"
+    "The user's request:\n{prompt}\n\nWhat was gathered:\n{gathered}"
+)
+#: The most the tools-free pass may take when the run's own time is already up.
+SYNTHESIS_SECONDS = 60.0
+#: The CLI's default ``max_tokens`` for current models; haltwise sets it so it knows it.
+DEFAULT_MAX_TOKENS = 32_000
+#: How long the CLI waits for a haltwise hook: a human may take this long to answer an ask
+#: (the guard's own ``ask(timeout=...)`` is what bounds a question).
+HOOK_TIMEOUT_SECONDS = 24 * 60 * 60.0
+#: How long a stopped run's CLI is given to end its turn when interrupted.
+INTERRUPT_SECONDS = 2.0
+#: How long a tool's hook waits for the rest of its response before reporting the call alone
+#: (the CLI announces calls while the response is still streaming).
+RESPONSE_WAIT_SECONDS = 30.0
+#: How long the run waits, after a result, for the turn the CLI owes a background sub-agent
+#: that finished (it starts it at once; the wait only matters if the CLI took the news in
+#: an earlier request instead).
+OWED_TURN_SECONDS = 5.0
+#: Tools that start a sub-agent.
+AGENT_TOOLS = frozenset({"Agent", "Task"})
+
+_request_ids = itertools.count(1)
+
+Hook = Callable[[HookInput, "str | None", HookContext], Awaitable[HookJSONOutput]]
+
+
+def govern(
+    agent: ClaudeAgentOptions | ClaudeSDKClient, guard: Guard, *, max_tokens: int | None = None
+) -> GovernedClaude:
+    """``agent`` under ``guard``'s limits: ``run`` returns ``Governed[ResultMessage]``.
+
+    ``agent`` is the ``ClaudeAgentOptions`` to run with (a client is made for each run), or a
+    ``ClaudeSDKClient`` that is not connected yet (haltwise's hooks are registered when it
+    connects; it stays connected between runs, one session). ``max_tokens`` is what the CLI sends
+    as each request's ``max_tokens`` (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``), the worst case a cost
+    or token limit is checked with before a request; by default the options' own setting, else
+    ``DEFAULT_MAX_TOKENS``.
+    """
+    return GovernedClaude(agent, guard, max_tokens)
+
+
+class GovernedClaude:
+    """Claude Agent SDK runs governed by a guard; built by ``govern``."""
+
+    def __init__(
+        self,
+        agent: ClaudeAgentOptions | ClaudeSDKClient,
+        guard: Guard,
+        max_tokens: int | None,
+    ) -> None:
+        if isinstance(agent, ClaudeSDKClient):
+            self.client: ClaudeSDKClient | None = agent
+            options = agent.options
+        elif isinstance(agent, ClaudeAgentOptions):
+            self.client = None
+            options = agent
+        else:
+            raise ConfigurationError(
+                f"govern() takes ClaudeAgentOptions or a ClaudeSDKClient, got {agent!r}"
+            )
+        self.guard = guard
+        #: The options as the user gave them; each run adds haltwise's hooks to a copy.
+        self.options = options
+        self.max_tokens = _max_tokens(options, max_tokens)
+        #: Every message of the last run, stream events left out unless the options asked.
+        self.messages: list[Message] = []
+        self._session: _Session | None = None
+        self._connected = False
+        #: Per CLI session, the per-model usage its last result reported: the CLI's totals grow
+        #: over a session (a resumed one too), and each run counts only what is new.
+        self.cli_usage: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+        #: The last run's result and its CLI session (a synthesized answer's result is not it).
+        self._last: tuple[Governed[ResultMessage] | None, str | None] = (None, None)
+
+    def __repr__(self) -> str:
+        return f"govern({type(self.client or self.options).__name__}, {self.guard!r})"
+
+    def hooks(self) -> dict[str, list[HookMatcher]]:
+        """haltwise's hooks, merged with those of the options: what a governed run uses."""
+        own: dict[str, Hook] = {
+            "UserPromptSubmit": self._hook(_Session.on_prompt),
+            "PreToolUse": self._hook(_Session.on_pre_tool_use),
+            "PostToolUse": self._hook(_Session.on_post_tool_use),
+            "PostToolUseFailure": self._hook(_Session.on_tool_failure),
+            "PostToolBatch": self._hook(_Session.on_tool_batch),
+            "Stop": self._hook(_Session.on_stop),
+        }
+        merged: dict[str, list[HookMatcher]] = {
+            event: list(matchers) for event, matchers in (self.options.hooks or {}).items()
+        }
+        for event, hook in own.items():
+            matcher = HookMatcher(hooks=[hook], timeout=HOOK_TIMEOUT_SECONDS)
+            merged.setdefault(event, []).append(matcher)
+        return merged
+
+    def _hook(
+        self, handler: Callable[[_Session, dict[str, Any]], Awaitable[HookJSONOutput]]
+    ) -> Hook:
+        async def hook(
+            data: HookInput, tool_use_id: str | None, context: HookContext
+        ) -> HookJSONOutput:
+            session = self._session
+            if session is None:
+                return {}  # a hook of no governed run (the client is used directly)
+            if session.finished:
+                # The run is over and its CLI is closing: nothing more may be sent (a turn the
+                # CLI starts on its own, for a background sub-agent that finished).
+                return cast(
+                    HookJSONOutput, {"continue_": False, "stopReason": "haltwise: run over"}
+                )
+            try:
+                return await handler(session, cast("dict[str, Any]", data))
+            except Exception as error:
+                # The CLI would read a failed hook as "no opinion" and go on: stop it instead,
+                # and raise the error from run() once the CLI has ended.
+                session.failure = session.failure or error
+                return cast(
+                    HookJSONOutput, {"continue_": False, "stopReason": f"haltwise: {error}"}
+                )
+
+        return hook
+
+    def governed_options(self, **changes: Any) -> ClaudeAgentOptions:
+        """The options a governed run uses: haltwise's hooks added, the stream events that carry
+        usage turned on, ``max_tokens`` made known to the CLI."""
+        env = dict(self.options.env)
+        env.setdefault("CLAUDE_CODE_MAX_OUTPUT_TOKENS", str(self.max_tokens))
+        env.update(changes.pop("env", {}))
+        return dataclasses.replace(
+            self.options,
+            hooks=cast(Any, self.hooks()),
+            include_partial_messages=True,
+            env=env,
+            **changes,
+        )
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        resume: bool | str | Mapping[str, Any] | Governed[Any] | None = None,
+        session_id: str | None = None,
+        on_message: Callable[[Message], object] | None = None,
+    ) -> Governed[ResultMessage]:
+        """Run ``prompt`` under the guard until the agent answers or a limit stops it.
+
+        ``resume`` continues a run with the counts it had instead of starting new ones: True (or
+        a ``Governed``) for the last run of this guard in this process, a checkpoint reference
+        (``outcome.checkpoint``) or ``governor.checkpoint()`` data for one from elsewhere. The
+        CLI session to continue is ``session_id`` (the ``ResultMessage.session_id``), or the
+        one of a ``Governed`` given as ``resume``. ``on_message`` sees each message as it
+        arrives.
+        """
+        if self._session is not None:
+            raise ConfigurationError("this governed agent is already running; runs do not overlap")
+        governor = self.guard.governor
+        saved = _saved_counts(governor, resume)
+        if session_id is None and self.client is None and resume is not None:
+            session_id = self._session_of(resume)
+        session = _Session(self, prompt, on_message)
+        session.resumed = bool(
+            session_id or self.options.resume or self.options.continue_conversation
+        )
+        guard = Guard(
+            governor=governor,
+            prompter=self.guard.prompter,
+            synthesizer=self.guard.synthesizer or session.synthesize,
+            signal=self.guard.signal,
+        )
+        async with guard.arun(prompt) as run:
+            if saved is not None:
+                governor.restore(saved)
+            session.run = run
+            self._session = session
+            client, owned = self._client_for(session_id, run.time_left())
+            try:
+                if owned or not self._connected:
+                    await client.connect()
+                    self._connected = True
+                await client.query(prompt)
+                await session.consume(client)
+                await session.admitted()
+                if session.failure is not None:
+                    raise session.failure
+            finally:
+                session.finished = True
+                await session.close(client, owned)
+                self._session = None
+            await session.settle()
+        self.messages = session.messages
+        assert run.outcome is not None
+        governed = Governed(run.outcome, session.synthesis_result or session.result)
+        self._last = (governed, session.cli_session)
+        return governed
+
+    def _session_of(self, resume: bool | str | Mapping[str, Any] | Governed[Any]) -> str | None:
+        """The CLI session a resumed run continues: the last run's, for True or its result."""
+        last, cli_session = self._last
+        if resume is True or (last is not None and resume is last):
+            return cli_session
+        if isinstance(resume, Governed) and isinstance(resume.result, ResultMessage):
+            return resume.result.session_id
+        return None
+
+    def _client_for(
+        self, session_id: str | None, time_left: float | None
+    ) -> tuple[ClaudeSDKClient, bool]:
+        """The client of this run, and whether the run owns it (made it, so closes it)."""
+        changes: dict[str, Any] = {}
+        if time_left is not None:
+            # The CLI's own per-request timeout: a hung request cannot outlive the run.
+            changes["env"] = {"API_TIMEOUT_MS": str(max(1, int(time_left * 1000)))}
+        if self.client is None:
+            if session_id is not None:
+                changes["resume"] = session_id
+            return ClaudeSDKClient(self.governed_options(**changes)), True
+        if not self._connected:
+            if self.client._query is not None:  # the SDK has no public "connected" flag
+                raise ConfigurationError(
+                    "govern() a ClaudeSDKClient before connecting it: haltwise's hooks are "
+                    "registered when the client connects"
+                )
+            if session_id is not None:
+                changes["resume"] = session_id
+            self.client.options = self.governed_options(**changes)
+        elif session_id is not None:
+            raise ConfigurationError(
+                "a connected client continues its own session; session_id= is for options"
+            )
+        return self.client, False
+
+
+#: A tool call: its id, the tool's name, its input.
+Call = tuple[str, str, dict[str, Any]]
+
+
+class _Response:
+    """One model response: the main loop's as it streams in, a sub-agent's as the SDK gives it."""
+
+    def __init__(self, message_id: str, model: str) -> None:
+        self.message_id = message_id
+        self.model = model
+        self.usage: dict[str, Any] = {}
+        self.text: list[str] = []
+        #: The calls of its ``tool_use`` blocks, in order.
+        self.calls: list[Call] = []
+        #: The JSON pieces of each ``tool_use`` block's input, by block index.
+        self.inputs: dict[int, list[str]] = {}
+        #: Set once the response is reported; then once each of its calls has its verdict.
+        self.done = asyncio.Event()
+        self.decided = asyncio.Event()
+
+
+class _Session:
+    """One governed run: the guard's run and what the hooks and the message stream share."""
+
+    def __init__(
+        self, owner: GovernedClaude, prompt: str, on_message: Callable[[Message], object] | None
+    ) -> None:
+        self.owner = owner
+        self.prompt = prompt
+        self.on_message = on_message
+        # Set as the guard's run starts (the guard needs this session's synthesizer first).
+        self.run: AsyncRun = cast(AsyncRun, None)
+        self.client: ClaudeSDKClient | None = None
+        #: Every message of the run (stream events only when the options asked for them).
+        self.messages: list[Message] = []
+        #: The CLI's ``ResultMessage``, and the synthesis pass's when it wrote the answer.
+        self.result: ResultMessage | None = None
+        self.synthesis_result: ResultMessage | None = None
+        #: The model of the main loop's requests: the options', else the CLI's.
+        self.model = owner.options.model or ""
+        #: The CLI session this run is in, and whether it continues one (whose usage totals
+        #: start where it left them).
+        self.cli_session: str | None = None
+        self.resumed = False
+        #: The request the main loop has in flight.
+        self.main_request = ""
+        #: The main loop's last text (what ``TurnEnded`` reports).
+        self.last_text: str | None = None
+        #: The main-loop response streaming in, and every response by message id.
+        self.streaming: _Response | None = None
+        self.responses: dict[str, _Response] = {}
+        #: Which response each call belongs to, and the hooks waiting for it to be reported.
+        self.call_owner: dict[str, _Response] = {}
+        self.waiting: dict[str, asyncio.Future[_Response]] = {}
+        #: Each reported call's verdict: None (admitted) or the refusal; the calls that met the
+        #: stop; the admitted calls still running (a synthesis pass waits for them).
+        self.verdicts: dict[str, str | None] = {}
+        self.stopped_calls: set[str] = set()
+        self.running: set[str] = set()
+        self.calls_done = asyncio.Event()
+        self.calls_done.set()
+        #: The tasks that report each response's calls (so hooks never run a synthesis pass).
+        self.admissions: list[asyncio.Task[None]] = []
+        #: Results of calls that finished after the run stopped: evidence for the pass.
+        self.late_results: list[tuple[str, Any, str]] = []
+        #: Sub-agent requests reported when their ``Agent`` call was admitted, by that call's
+        #: id, until the sub-agent is seen to start (else taken back: never sent).
+        self.agent_requests: dict[str, str] = {}
+        self.started_agents: set[str] = set()
+        #: Sub-agent tasks running; those in the background; and those that finished in the
+        #: background, whose news the CLI owes the main loop in a turn of its own.
+        self.tasks_in_flight: set[str] = set()
+        self.background: set[str] = set()
+        self.owed: set[str] = set()
+        #: Usage reported per model since the CLI's last result, to reconcile with the next.
+        self.reported: dict[str, list[int]] = {}
+        #: An error raised in a hook, raised again from ``run()`` once the CLI has ended.
+        self.failure: Exception | None = None
+        #: The CLI's run has ended (its result came); the governed run is over (its CLI is
+        #: being closed); the interrupt sent to end the CLI's turn, if one was.
+        self.ended = False
+        self.finished = False
+        self.interrupting: asyncio.Future[None] | None = None
+
+    @property
+    def governor(self) -> Governor:
+        return self.run.guard.governor
+
+    @property
+    def stopped(self) -> bool:
+        return self.run.outcome is not None or self.governor.stopped is not None
+
+    # Reporting
+
+    async def send(self, event: Event) -> Decision | None:
+        """Report ``event``; None when it stopped the run (the hook then ends the CLI's run)."""
+        try:
+            return await self.run.send(event)
+        except (HaltError, HaltSignal):
+            return None
+
+    async def request(self, model: str) -> str | None:
+        """Report a request about to be sent; its id, or None when the run stopped."""
+        request_id = f"claude-{next(_request_ids)}"
+        event = ModelRequest(
+            model or self.model,
+            max_tokens=self.owner.max_tokens,
+            request_id=request_id,
+            adjustable=False,  # the CLI sends one max_tokens for the whole run
+        )
+        decision = await self.send(event)
+        return None if decision is None or isinstance(decision, Stop) else request_id
+
+    async def respond(
+        self,
+        response: _Response,
+        request_id: str,
+        *,
+        main: bool = True,
+        tally: bool = True,
+    ) -> None:
+        """Report a response. ``main``: the main loop's (its text is the run's partial output);
+        ``tally``: in the CLI's own usage totals (the synthesis pass, made apart, is not)."""
+        usage = response.usage
+        cache_read = int(usage.get("cache_read_input_tokens") or 0)
+        cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+        input_tokens = int(usage.get("input_tokens") or 0) + cache_read + cache_write
+        output_tokens = int(usage.get("output_tokens") or 0)
+        if tally:
+            counted = self.reported.setdefault(response.model, [0, 0, 0, 0])
+            for index, value in enumerate((input_tokens, output_tokens, cache_read, cache_write)):
+                counted[index] += value
+        text = ("".join(response.text) or None) if main else None
+        if text is not None:
+            self.last_text = text
+        await self.send(
+            ModelResponse(
+                response.model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
+                text=text,
+                tool_calls=len(response.calls),
+                request_id=request_id,
+            )
+        )
+
+    # Hooks: each answers the CLI; a stop answers ``continue: false``
+
+    def _halt(self, **specific: Any) -> HookJSONOutput:
+        self._end_background()
+        output: dict[str, Any] = {"continue_": False, "stopReason": self._stop_message()}
+        if specific:
+            output["hookSpecificOutput"] = specific
+        return cast(HookJSONOutput, output)
+
+    def _end_background(self) -> None:
+        if self.tasks_in_flight or self.owed:
+            # ``continue: false`` ends a loop, but the CLI would still wake the main loop with
+            # a background sub-agent's news, in a request no hook precedes: end the turn now.
+            self._interrupt()
+
+    def _stop_message(self) -> str:
+        outcome = self.run.outcome or self.governor.outcome
+        return outcome.message if outcome is not None else "haltwise stopped the run."
+
+    def _context(self, event_name: str) -> HookJSONOutput:
+        """Notes from soft limits, for the model's next request."""
+        notes = self.run.notes()
+        if not notes:
+            return {}
+        specific = {"hookEventName": event_name, "additionalContext": "\n".join(notes)}
+        return cast(HookJSONOutput, {"hookSpecificOutput": specific})
+
+    async def on_prompt(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``UserPromptSubmit``: the main loop's first request is about to be sent, or the
+        first of a turn the CLI starts on its own to tell it a background sub-agent finished."""
+        prompt = str(data.get("prompt", ""))
+        if "<task-notification>" in prompt:
+            self.owed.clear()
+            if not self.stopped:
+                await self.send(Injected(prompt))  # a message within the run: no count resets
+        if self.stopped or await self.send(TurnStarting()) is None:
+            return self._halt()
+        request_id = await self.request(self.model)
+        if request_id is None:
+            return self._halt()
+        self.main_request = request_id
+        return self._context("UserPromptSubmit")
+
+    async def on_tool_batch(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``PostToolBatch``: every call of a response has resolved; the next request of its
+        loop is about to be sent."""
+        for call in data.get("tool_calls") or ():
+            call_id = str(call.get("tool_use_id", ""))
+            self._finished(call_id)
+            await self._release_agent_request(call_id)
+        if self.stopped:
+            return self._halt()
+        if data.get("agent_id"):
+            # A sub-agent's next request: it counts against the run's limits, no turn of its own.
+            if await self.request(self._agent_model(data)) is None:
+                self._end_background()
+                if self.interrupting is not None:
+                    # The turn is ended before the sub-agent ends and its news wake the main
+                    # loop in a request no hook precedes.
+                    await self.interrupting
+                return self._halt()
+            return self._context("PostToolBatch")
+        if await self.send(TurnEnded(self.last_text)) is None:
+            return self._halt()
+        if await self.send(TurnStarting()) is None:
+            return self._halt()
+        request_id = await self.request(self.model)
+        if request_id is None:
+            return self._halt()
+        self.main_request = request_id
+        return self._context("PostToolBatch")
+
+    async def on_stop(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``Stop``: the main loop ends its turn, unless the CLI goes on at once with the news of
+        a background sub-agent that finished meanwhile: one more round trip, reported here."""
+        if self.stopped:
+            return self._halt()
+        if not self.owed:
+            return {}
+        self.owed.clear()
+        await self.send(Injected("A background sub-agent finished."))
+        if await self.send(TurnEnded(self.last_text)) is None:
+            return self._halt()
+        if await self.send(TurnStarting()) is None:
+            return self._halt()
+        request_id = await self.request(self.model)
+        if request_id is None:
+            return self._halt()
+        self.main_request = request_id
+        return {}
+
+    async def on_pre_tool_use(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``PreToolUse``: the call's verdict, given once all its response's calls are counted."""
+        call_id = str(data.get("tool_use_id", ""))
+        call = (call_id, str(data.get("tool_name", "")), data.get("tool_input") or {})
+        if not self._judged(call_id):
+            response = await self._response_of(call_id)
+            if data.get("agent_id") is None and response is not None:
+                await response.decided.wait()  # counted by its response's admission
+            if not self._judged(call_id):
+                # A sub-agent's call (the SDK streams no end of a sub-agent's response, so its
+                # calls come one by one), or one in no response seen whole.
+                await self._admit([call])
+        if call_id in self.stopped_calls or call_id not in self.verdicts:
+            return self._halt(
+                hookEventName="PreToolUse",
+                permissionDecision="deny",
+                permissionDecisionReason=f"Not run: {self._stop_message()}",
+            )
+        refusal = self.verdicts[call_id]
+        if refusal is None:
+            return {}  # admitted: the CLI's own permissions decide the rest
+        specific = {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": refusal,
+        }
+        return cast(HookJSONOutput, {"hookSpecificOutput": specific})
+
+    def _judged(self, call_id: str) -> bool:
+        return call_id in self.verdicts or call_id in self.stopped_calls or self.stopped
+
+    async def on_post_tool_use(self, data: dict[str, Any]) -> HookJSONOutput:
+        call_id = str(data.get("tool_use_id", ""))
+        name = str(data.get("tool_name", ""))
+        content = _as_text(data.get("tool_response"))
+        await self._release_agent_request(call_id)
+        if self.stopped:
+            self.late_results.append((name, data.get("tool_input"), content))
+        else:
+            await self.send(ToolResult(name, content, call_id))
+        self._finished(call_id)
+        return {}
+
+    async def on_tool_failure(self, data: dict[str, Any]) -> HookJSONOutput:
+        call_id = str(data.get("tool_use_id", ""))
+        await self._release_agent_request(call_id)
+        admitted = call_id in self.verdicts and self.verdicts[call_id] is None
+        if admitted and not self.stopped:
+            error = str(data.get("error", ""))
+            await self.send(
+                ToolResult(str(data.get("tool_name", "")), error, call_id, is_error=True)
+            )
+        self._finished(call_id)
+        return {}
+
+    # Tool calls
+
+    async def _response_of(self, call_id: str) -> _Response | None:
+        """The response ``call_id`` belongs to, once it is reported (the CLI announces a call
+        while its response is still streaming); None if it does not come in time."""
+        response = self.call_owner.get(call_id)
+        if response is not None and response.done.is_set():
+            return response
+        future = self.waiting.get(call_id)
+        if future is None:
+            future = self.waiting[call_id] = asyncio.get_running_loop().create_future()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), RESPONSE_WAIT_SECONDS)
+        except asyncio.TimeoutError:
+            return None
+
+    async def _admit_response(self, response: _Response) -> None:
+        """Report every call of a main-loop response, before any of them may run."""
+        try:
+            await self._admit(response.calls)
+        except Exception as error:
+            self.failure = self.failure or error
+        finally:
+            response.decided.set()
+
+    async def _admit(self, calls: list[Call]) -> None:
+        for call_id, name, arguments in calls:
+            if call_id in self.verdicts or call_id in self.stopped_calls:
+                continue
+            if self.stopped:
+                self.stopped_calls.add(call_id)
+                continue
+            decision = await self.send(ToolCall(name, arguments, call_id))
+            if decision is None or isinstance(decision, Stop):
+                self.stopped_calls.add(call_id)
+                continue
+            refusal = decision.reason if isinstance(decision, Block) else None
+            if refusal is None and name in AGENT_TOOLS:
+                # The sub-agent's first request goes out as soon as the CLI starts it.
+                request_id = await self.request(self._agent_model({"tool_input": arguments}))
+                if request_id is None:
+                    self.stopped_calls.add(call_id)
+                    continue
+                self.agent_requests[call_id] = request_id
+            self.verdicts[call_id] = refusal
+            if refusal is None:
+                self.running.add(call_id)
+                self.calls_done.clear()
+
+    def _finished(self, call_id: str) -> None:
+        self.running.discard(call_id)
+        if not self.running:
+            self.calls_done.set()
+
+    async def _release_agent_request(self, call_id: str) -> None:
+        """An ``Agent`` call ended: a sub-agent request reported for it and never sent (the CLI
+        did not start the sub-agent) is taken back with nothing spent."""
+        request_id = self.agent_requests.pop(call_id, None)
+        if request_id is not None and call_id not in self.started_agents:
+            await self.send(ModelResponse(self.model, request_id=request_id))
+
+    def _agent_model(self, data: Mapping[str, Any]) -> str:
+        """The model a sub-agent's request goes to, as far as it is known here."""
+        arguments = data.get("tool_input")
+        arguments = arguments if isinstance(arguments, Mapping) else {}
+        chosen = arguments.get("model")
+        kind = arguments.get("subagent_type") or data.get("agent_type")
+        agents = self.owner.options.agents or {}
+        if not chosen and isinstance(kind, str) and kind in agents:
+            chosen = agents[kind].model
+        # An alias ("haiku", "inherit") names no price: the run's model stands in for it.
+        return chosen if isinstance(chosen, str) and "-" in chosen else self.model
+
+    # The message stream
+
+    async def consume(self, client: ClaudeSDKClient) -> None:
+        """Read the CLI's messages until its run has ended: a result, with no background
+        sub-agent running and none whose news the CLI still owes the main loop."""
+        self.client = client
+        messages = client.receive_messages().__aiter__()
+        waiting: float | None = None  # after a result, while a turn is owed
+        while True:
+            try:
+                if waiting is None:
+                    message = await messages.__anext__()
+                else:
+                    message = await asyncio.wait_for(messages.__anext__(), waiting)
+            except (StopAsyncIteration, asyncio.TimeoutError):
+                self.ended = self.result is not None
+                return
+            await self.handle(message)
+            if not isinstance(message, ResultMessage):
+                waiting = None  # the owed turn has begun
+                continue
+            self.result = message
+            if self.stopped or not (self.tasks_in_flight or self.owed):
+                self.ended = True
+                return
+            waiting = OWED_TURN_SECONDS if not self.tasks_in_flight else None
+
+    async def handle(self, message: Message) -> None:
+        if isinstance(message, StreamEvent):
+            if message.parent_tool_use_id is None:
+                await self._stream_event(message.event)
+            if not self.owner.options.include_partial_messages:
+                return
+        elif isinstance(message, AssistantMessage):
+            if message.parent_tool_use_id is not None:
+                await self._sub_agent_response(message)
+        elif isinstance(message, SystemMessage):
+            await self._system(message)
+        elif isinstance(message, ResultMessage):
+            await self._reconcile(message)
+        self.messages.append(message)
+        if self.on_message is not None:
+            self.on_message(message)
+
+    async def _stream_event(self, event: dict[str, Any]) -> None:
+        """A main-loop response, event by event: its usage comes in ``message_start`` (the
+        prompt side) and ``message_delta`` (the output), its calls in content blocks."""
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            model = str(message.get("model") or self.model)
+            started = _Response(str(message.get("id", "")), model)
+            started.usage = dict(message.get("usage") or {})
+            self.streaming = self.responses[started.message_id] = started
+            self.model = self.model or model
+            return
+        response = self.streaming
+        if response is None:
+            return
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                call_id = str(block.get("id", ""))
+                response.calls.append((call_id, str(block.get("name", "")), {}))
+                response.inputs[int(event.get("index", 0))] = []
+                self.call_owner[call_id] = response
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            index = int(event.get("index", 0))
+            if delta.get("type") == "text_delta":
+                response.text.append(str(delta.get("text", "")))
+            elif delta.get("type") == "input_json_delta" and index in response.inputs:
+                response.inputs[index].append(str(delta.get("partial_json", "")))
+        elif kind == "message_delta":
+            usage = event.get("usage") or {}
+            response.usage.update({key: value for key, value in usage.items() if value is not None})
+        elif kind == "message_stop":
+            self.streaming = None
+            await self._complete(response)
+
+    async def _complete(self, response: _Response) -> None:
+        """A main-loop response has all arrived: report it, then count its calls."""
+        arguments = [_parse_json("".join(parts)) for _, parts in sorted(response.inputs.items())]
+        response.calls = [
+            (call_id, name, parsed)
+            for (call_id, name, _), parsed in zip(response.calls, arguments, strict=False)
+        ]
+        request_id, self.main_request = self.main_request, ""
+        await self.respond(response, request_id)
+        self._reported(response)
+        if response.calls:
+            # Its own task: a hook waits for its call's verdict, never for a synthesis pass
+            # (which waits for the calls admitted before the stop to finish).
+            self.admissions.append(asyncio.ensure_future(self._admit_response(response)))
+        else:
+            response.decided.set()
+
+    def _reported(self, response: _Response) -> None:
+        """A response is counted: the hooks of its calls may go on."""
+        response.done.set()
+        for call_id, _, _ in response.calls:
+            self.call_owner[call_id] = response
+            future = self.waiting.pop(call_id, None)
+            if future is not None and not future.done():
+                future.set_result(response)
+        if self.stopped:
+            self._interrupt()
+
+    async def _sub_agent_response(self, message: AssistantMessage) -> None:
+        """A sub-agent's response: the SDK gives it block by block, each with the same id, and
+        the usage it had when it started (the rest is reconciled from the result)."""
+        message_id = message.message_id or ""
+        calls = [
+            (block.id, block.name, block.input)
+            for block in message.content
+            if isinstance(block, ToolUseBlock)
+        ]
+        response = self.responses.get(message_id)
+        if response is None:
+            response = _Response(message_id, message.model or self.model)
+            response.usage = dict(message.usage or {})
+            response.calls = calls
+            self.responses[message_id] = response
+            await self.respond(response, "", main=False)
+        else:
+            response.calls = calls
+        self._reported(response)
+
+    async def _system(self, message: SystemMessage) -> None:
+        data = message.data
+        if message.subtype == "init":
+            self.cli_session = str(data.get("session_id") or "") or None
+            self.model = self.model or str(data.get("model") or "")
+        elif message.subtype == "task_started":
+            task = str(data.get("task_id", ""))
+            self.started_agents.add(str(data.get("tool_use_id", "")))
+            self.tasks_in_flight.add(task)
+            if data.get("is_backgrounded"):
+                self.background.add(task)
+        elif message.subtype in ("task_notification", "task_updated"):
+            task = str(data.get("task_id", ""))
+            status = data.get("status") or (data.get("patch") or {}).get("status")
+            if status in ("completed", "failed", "stopped", "killed"):
+                self.tasks_in_flight.discard(task)
+                if message.subtype == "task_notification" and task in self.background:
+                    self.owed.add(task)
+        elif message.subtype == "api_retry" and not self.stopped:
+            # The attempt failed with nothing to pay; the CLI sends it again after a delay,
+            # which an interrupt cuts short when the retry is over a limit.
+            failed, self.main_request = self.main_request, ""
+            await self.send(ModelResponse(self.model, request_id=failed))
+            request_id = await self.request(self.model)
+            if request_id is None:
+                self._interrupt()
+            else:
+                self.main_request = request_id
+
+    async def _reconcile(self, message: ResultMessage) -> None:
+        """Count what the stream did not show: per model, what the ``ResultMessage``'s usage
+        grew by, less what was reported (a sub-agent's output tokens, requests the CLI made on
+        its own)."""
+        known = self.owner.cli_usage.get(message.session_id)
+        before = self.owner.cli_usage.setdefault(message.session_id, {})
+        for model, totals in (message.model_usage or {}).items():
+            cache_read = int(totals.get("cacheReadInputTokens") or 0)
+            cache_write = int(totals.get("cacheCreationInputTokens") or 0)
+            now = (
+                int(totals.get("inputTokens") or 0) + cache_read + cache_write,
+                int(totals.get("outputTokens") or 0),
+                cache_read,
+                cache_write,
+            )
+            earlier = before.get(model, (0, 0, 0, 0))
+            counted = self.reported.pop(model, [0, 0, 0, 0])
+            before[model] = now
+            if known is None and self.resumed:
+                # A session resumed in a new CLI starts from totals this process never saw: its
+                # first result only sets where the next ones count from.
+                continue
+            missing = [
+                max(0, total - already - done)
+                for total, already, done in zip(now, earlier, counted, strict=True)
+            ]
+            if any(missing):
+                await self.send(
+                    ModelResponse(
+                        model,
+                        input_tokens=missing[0],
+                        output_tokens=missing[1],
+                        cache_read_tokens=missing[2],
+                        cache_write_tokens=missing[3],
+                        request_id="claude-result",
+                    )
+                )
+
+    # Ending
+
+    def _interrupt(self) -> None:
+        """The run stopped outside a hook: end the CLI's turn (once)."""
+        if self.interrupting is None and self.client is not None and not self.ended:
+            self.interrupting = asyncio.ensure_future(_bounded(self.client.interrupt()))
+
+    async def admitted(self) -> None:
+        """Wait for the calls' admissions (a synthesis pass among them) to finish."""
+        for admission in self.admissions:
+            await admission
+
+    async def close(self, client: ClaudeSDKClient, owned: bool) -> None:
+        for admission in self.admissions:
+            admission.cancel()
+        if not self.ended:
+            if self.interrupting is None:
+                await _bounded(client.interrupt())
+            else:
+                await self.interrupting
+        if owned:
+            await client.disconnect()
+
+    async def settle(self) -> None:
+        """The CLI's run ended: the outcome is its answer, or why it could not give one."""
+        if self.run.outcome is not None:
+            return
+        result = self.result
+        if result is None:
+            await self.run.interrupt("the Claude Code CLI ended without a result")
+        elif result.is_error:
+            errors = "; ".join(result.errors or ()) or result.result or result.subtype
+            await self.run.interrupt(
+                f"the Claude Code run ended with an error ({result.subtype}): {errors}",
+                partial_output=self.last_text,
+            )
+        else:
+            await self.run.finish(result.result)
+
+    # The synthesis pass
+
+    async def synthesize(self, evidence: Evidence) -> str | None:
+        """The final answer from what was gathered, with one tools-free model call through the
+        SDK (``query()`` with no tools), once the calls admitted before the stop have run."""
+        for response in self.responses.values():
+            response.decided.set()  # the calls met by the stop are refused now
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.calls_done.wait(), SYNTHESIS_SECONDS)
+        request_id = await self.request(self.model)
+        if request_id is None:
+            return None  # the budget left cannot pay for the pass
+        options = dataclasses.replace(
+            self.owner.governed_options(),
+            hooks=None,
+            tools=[],
+            allowed_tools=[],
+            mcp_servers={},
+            agents=None,
+            can_use_tool=None,
+            max_turns=1,
+            include_partial_messages=False,
+            resume=None,
+            continue_conversation=False,
+            session_id=None,
+            fork_session=False,
+        )
+        prompt = self._synthesis_prompt(evidence)
+        results: list[ResultMessage] = []
+
+        async def answer() -> None:
+            async for message in query(prompt=prompt, options=options):
+                if isinstance(message, ResultMessage):
+                    results.append(message)
+
+        left = self.run.time_left()
+        seconds = SYNTHESIS_SECONDS if not left else min(left, SYNTHESIS_SECONDS)
+        try:
+            await asyncio.wait_for(answer(), seconds)
+        except (asyncio.TimeoutError, Exception):
+            # No answer in time, or the CLI ended in error (it tried a tool it does not have):
+            # the request was sent, so it counts at what it reserved; the stop stands.
+            results.clear()
+        if not results:
+            await self.send(ModelResponse(self.model, answered=False, request_id=request_id))
+            return None
+        result = results[-1]
+        response = _Response("synthesis", next(iter(result.model_usage or {}), self.model))
+        response.usage = dict(result.usage or {})
+        await self.respond(response, request_id, main=False, tally=False)
+        if result.is_error or result.result is None:
+            return None
+        self.synthesis_result = result
+        return result.result
+
+    def _synthesis_prompt(self, evidence: Evidence) -> str:
+        gathered = [
+            f"- {name}({_as_text(arguments)}) -> {_clip(result)}"
+            for name, arguments, result in (*evidence.tool_results, *self.late_results)
+        ]
+        if evidence.last_text:
+            gathered.append(f"Your last words: {_clip(evidence.last_text)}")
+        return SYNTHESIS_PROMPT.format(
+            reason=evidence.stop_message,
+            prompt=evidence.prompt,
+            gathered="\n".join(gathered) or "(nothing)",
+        )
+
+
+# Helpers
+
+
+async def _bounded(awaitable: Awaitable[None]) -> None:
+    """Ask the CLI to end its turn; a CLI that cannot answer is left to ``disconnect()``."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(awaitable, INTERRUPT_SECONDS)
+
+
+def _max_tokens(options: ClaudeAgentOptions, given: int | None) -> int:
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise ConfigurationError(f"max_tokens must be a positive int, got {given!r}")
+        return given
+    configured = options.env.get("CLAUDE_CODE_MAX_OUTPUT_TOKENS") or os.environ.get(
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS"
+    )
+    try:
+        return int(configured) if configured else DEFAULT_MAX_TOKENS
+    except ValueError as error:
+        raise ConfigurationError(
+            f"CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a number of tokens, got {configured!r}"
+        ) from error
+
+
+def _saved_counts(
+    governor: Governor, resume: bool | str | Mapping[str, Any] | Governed[Any] | None
+) -> dict[str, Any] | str | None:
+    """What to restore once the run has started, so that it keeps the counts it had."""
+    if resume is None or resume is False:
+        return None
+    if isinstance(resume, str):
+        return resume
+    if isinstance(resume, Mapping):
+        return dict(resume)
+    return governor.checkpoint()  # this guard's last run, as it stands
+
+
+def _parse_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {"_raw": text}
+    return value if isinstance(value, dict) else {"_raw": text}
+
+
+def _as_text(value: Any) -> str:
+    """A tool's response as text: an MCP tool's text parts joined, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(part, dict) for part in value):
+        texts = [str(part.get("text", "")) for part in value if part.get("type") == "text"]
+        if len(texts) == len(value):
+            return "\n".join(texts)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _clip(text: str, limit: int = 4000) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
