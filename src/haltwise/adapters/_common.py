@@ -25,6 +25,11 @@ class Governed(Generic[R]):
     outcome: Outcome
     result: R | None = None
 
+    def __repr__(self) -> str:
+        # Short: a framework's result can be large, and asyncio formats reprs on the hot path.
+        outcome, kind = self.outcome, type(self.result).__name__
+        return f"Governed({outcome.status}, {outcome.reason!r}, result={kind})"
+
     @property
     def output(self) -> str | None:
         """The final answer, or the partial (or synthesized) one when a limit stopped the run."""

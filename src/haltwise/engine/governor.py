@@ -161,6 +161,8 @@ class Governor:
         #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
         self._synthesizing = False
         self._slots: dict[Leaf, Slot] = {}
+        #: The earliest deadline of every time limit (``deadline()``), kept by ``_set_due``.
+        self._earliest: float | None = None
         #: The check tables in use (``_install`` builds them; ``_use`` picks one).
         self._tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}
         #: Trips of shadow-mode limits, in order.
@@ -371,14 +373,9 @@ class Governor:
             return self._stop(Status.ABANDONED, "error", message, None, partial=partial_output)
 
     def deadline(self) -> float | None:
-        """When (on the governor's clock) the earliest time limit trips; None without one."""
-        with self.lock:
-            earliest: float | None = None
-            for limit, slot, _ in self._deadlines:
-                at = limit.deadline(slot)
-                if at is not None and (earliest is None or at < earliest):
-                    earliest = at
-            return earliest
+        """When (on the governor's clock) the earliest time limit trips; None without one.
+        Cheap enough for drivers to ask after every event: it is kept as deadlines move."""
+        return self._earliest
 
     def time_left(self) -> float | None:
         """Seconds until the earliest time limit trips (0 once it has); None without one.
@@ -1150,6 +1147,12 @@ class Governor:
             at = limit.deadline(slot)
             if at is not None and (due is None or at < due):
                 due = at
+        earliest: float | None = None
+        for limit, slot, _ in self._deadlines:
+            at = limit.deadline(slot)
+            if at is not None and (earliest is None or at < earliest):
+                earliest = at
+        self._earliest = earliest
         if due is not None and self._clock() >= due:
             self._time_is_up()
         else:
