@@ -55,14 +55,15 @@ class Ran:
 
 
 def openai_agents(limits: Limit) -> Ran:
-    agents = pytest.importorskip("agents")
+    pytest.importorskip("agents")
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, function_tool
     from openai import AsyncOpenAI
 
     from haltwise.adapters.openai_agents import govern
 
     ran: list[str] = []
 
-    @agents.function_tool
+    @function_tool
     def lookup(city: str) -> str:
         """The weather in a city."""
         ran.append(city)
@@ -70,9 +71,9 @@ def openai_agents(limits: Limit) -> Ran:
 
     with ScriptedServer(script("lookup"), model=MODEL) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-        model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
-        agent = agents.Agent(name="weather", model=model, tools=[lookup])
-        config = agents.RunConfig(tracing_disabled=True)
+        model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+        agent = Agent(name="weather", model=model, tools=[lookup])
+        config = RunConfig(tracing_disabled=True)
         with closing_the_default_loop():
             governed = govern(agent, Guard(limits)).run_sync("Weather?", run_config=config)
         return Ran(governed, len(server.requests), ran)
@@ -133,25 +134,26 @@ def langchain(limits: Limit) -> Ran:
 
 
 def claude_agent_sdk(limits: Limit) -> Ran:
-    sdk = pytest.importorskip("claude_agent_sdk")
+    pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
     from haltwise.adapters.claude_agent_sdk import govern
 
     ran: list[str] = []
 
-    @sdk.tool("lookup", "The weather in a city.", {"city": str})
+    @tool("lookup", "The weather in a city.", {"city": str})
     async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:
         ran.append(arguments["city"])
         return {"content": [{"type": "text", "text": f"sunny in {arguments['city']}"}]}
 
     with AnthropicServer(script("mcp__t__lookup")) as server, tempfile.TemporaryDirectory() as home:
-        options = sdk.ClaudeAgentOptions(
+        options = ClaudeAgentOptions(
             model="claude-sonnet-4-5",
             env=server.claude_code_env(home),
             cwd=home,
             setting_sources=[],
             tools=[],
-            mcp_servers={"t": sdk.create_sdk_mcp_server("t", tools=[lookup])},
+            mcp_servers={"t": create_sdk_mcp_server("t", tools=[lookup])},
             allowed_tools=["mcp__t__lookup"],
         )
         governed = asyncio.run(govern(options, Guard(limits)).run("Weather?"))
