@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .budgets import Refused, SharedBudgets
 from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
-from .errors import ConfigurationError, InvalidValueError, UnpricedModelError
+from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
     Event,
     Injected,
@@ -41,11 +42,11 @@ from .events import (
     TurnEnded,
     TurnStarting,
 )
-from .ledger import Ledger, MemoryLedger
+from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer, UnitPricer, in_units, units
-from .state import InFlight, Reservation, Slot, Tally
+from .state import Hold, InFlight, Reservation, Slot, Tally
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
@@ -121,12 +122,24 @@ class Governor:
         ledger: Ledger | None = None,
         new_id: Callable[[], str] = lambda: secrets.token_hex(6),
         parent: Governor | None = None,
+        on_ledger_error: str = "closed",
+        wall_clock: Callable[[], float] = time.time,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
+        if on_ledger_error not in ("closed", "open"):
+            raise InvalidValueError(
+                "Governor(on_ledger_error)",
+                on_ledger_error,
+                "'closed' (an unreachable ledger stops the run) or 'open' (go on under the "
+                "local limits and settle with the ledger once it is back)",
+            )
         self._clock = clock
         #: The clock, as limits see it (the Context protocol).
         self.now = clock
         self._pricer = None if pricer is None else in_units(pricer)
         self._ledger = ledger if ledger is not None else MemoryLedger()
+        #: The shared budgets (limits with ``key=``) this governor spends in its ledger.
+        self._budgets = SharedBudgets(self._ledger, wall_clock, on_ledger_error == "open", lease)
         self._new_id = new_id
         self._parent = parent
         #: The model requests sent and not yet answered, and what they hold.
@@ -156,6 +169,12 @@ class Governor:
         #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
         #: priced by the cost limit's check and again when it is counted.
         self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
+        #: What the shared budgets granted the request being admitted, for ``_count_request``:
+        #: its holds, and the max_tokens a token budget left it (None: as asked).
+        self._holds: tuple[Hold, ...] = ()
+        self._shared_max: int | None = None
+        #: Shared limits the last response took past their limit: (check, used, limit, window).
+        self._over: list[tuple[Any, int, int, str]] = []
         #: Phases entered and not yet left, outermost first.
         self._phases: list[Phase] = []
         #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
@@ -546,6 +565,7 @@ class Governor:
                 ],
                 "last_text": self._last_text,
                 "in_flight": self._in_flight.to_list(),
+                "unsettled": self._budgets.to_list(),
             }
 
     def restore(self, data: dict[str, Any] | str) -> None:
@@ -572,6 +592,7 @@ class Governor:
                 self._prompt = str(data.get("prompt", ""))
                 self._last_text = data.get("last_text")
                 in_flight = InFlight.from_list(data.get("in_flight", []))
+                self._budgets.load(data.get("unsettled", []))
             except (KeyError, TypeError, ValueError, ArithmeticError) as error:
                 raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
             self._in_flight.clear()
@@ -627,6 +648,7 @@ class Governor:
         else:
             self._set_due()
         self._run_id = event.run_id or self._new_id()
+        self._over = []
         self._prompt = event.prompt
         self._last_text = None
         return self._check(self._pre_run, self._post_run, event)
@@ -639,6 +661,10 @@ class Governor:
             decision = self._pre(self._pre_turn, event)
             if decision is not None:
                 return decision
+        if self._shared_turn and not self._checked:
+            decision = self._take_shared(self._shared_turn, event)
+            if decision is not None:
+                return decision
         self._run.turns += 1
         self._session.turns += 1
         if self._post_turn or self._early is not None:
@@ -648,6 +674,10 @@ class Governor:
     def _on_model_request(self, event: ModelRequest) -> Decision:
         if self._pre_request:
             decision = self._pre(self._pre_request, event)
+            if decision is not None:
+                return decision
+        if self._shared_request and not self._checked:
+            decision = self._take_shared(self._shared_request, event)
             if decision is not None:
                 return decision
         max_tokens = self._count_request(event)
@@ -672,6 +702,9 @@ class Governor:
         run.model_calls += 1
         self._session.model_calls += 1
         wanted = max_tokens = event.max_tokens
+        holds, self._holds = self._holds, ()
+        if self._shared_max is not None:
+            max_tokens, self._shared_max = self._shared_max, None
         for limit, slot, _ in self._allowing:
             allowed = limit.allowance(event, slot)
             if allowed is not None and (max_tokens is None or allowed < max_tokens):
@@ -691,15 +724,17 @@ class Governor:
         if len(in_flight.requests) >= _MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
             self._spend(in_flight.take(0))
-        in_flight.hold((event.request_id, event.model, prompt, output, cost))
+        in_flight.hold((event.request_id, event.model, prompt, output, cost, holds))
         return max_tokens
 
     def _spend(self, reservation: Reservation) -> int | None:
         """Count a request that was sent and never answered at what it reserved; its cost."""
-        _, model, prompt, output, cost = reservation
+        _, model, prompt, output, cost, holds = reservation
         if cost is None:
             cost = self._price(model, prompt, output, 0, 0)
         self._add_usage(prompt, output, 0, 0, cost)
+        if holds:
+            self._budgets.commit(holds, None)
         return cost
 
     def _settle_in_flight(self) -> None:
@@ -719,7 +754,42 @@ class Governor:
             raise UnpricedModelError(
                 event.model or "(no model name)", self._pricing().describe_missing(event.model)
             )
+        if self._over:
+            over, self._over = self._over, []
+            for (leaf, slot, ctx), used, limit, window in over:
+                message = leaf.ledger_exceeded(used, limit, window)
+                decision = self._trip(leaf, slot, event, message, before=False, ctx=ctx)
+                if decision is not None:
+                    return decision
         return self._post(self._post_response, event)
+
+    def _take_shared(self, checks: tuple[_Check, ...], event: Event) -> Decision | None:
+        """The shared budgets' say on ``event``: None when each granted what it needs (a
+        request's reservations then wait in ``_holds`` for ``_count_request``)."""
+        holds, lowered, problem = self._budgets.take(checks, event, self._run_id)
+        if problem is None:
+            if type(event) is ModelRequest:
+                self._holds = tuple(hold for hold in holds if hold[1])
+                self._shared_max = lowered
+            return None
+        return self._shared_refused(problem, event)
+
+    def _shared_refused(self, problem: Refused | LedgerError, event: Event) -> Decision:
+        if isinstance(problem, Refused):
+            leaf, slot, ctx = problem.check
+            decision = self._trip(leaf, slot, event, problem.message, before=True, ctx=ctx)
+            return CONTINUE if decision is None else decision  # None: shadow, never shared
+        return self._ledger_down(problem)
+
+    def _ledger_down(self, error: LedgerError) -> Stop:
+        return self._stop(
+            Status.ABANDONED,
+            "ledger_unavailable",
+            f"The ledger holding the shared budgets is unreachable ({self._ledger!r}: {error}), "
+            "so the run stopped rather than spend them unchecked (on_ledger_error='open' goes "
+            "on under the local limits instead).",
+            None,
+        )
 
     def _count_response(self, event: ModelResponse) -> int | None:
         """Count a response's usage (or, unanswered, its request's reservation)."""
@@ -748,6 +818,10 @@ class Governor:
             event.cache_write_tokens,
             cost,
         )
+        if reservation is not None and reservation[5]:
+            self._over = self._budgets.commit(
+                reservation[5], lambda leaf: leaf.ledger_actual(event, cost)
+            )
         if event.text:
             self._last_text = event.text
         return cost
@@ -782,6 +856,10 @@ class Governor:
     def _on_tool_call(self, event: ToolCall) -> Decision:
         if self._pre_tool:
             decision = self._pre(self._pre_tool, event)
+            if decision is not None:
+                return decision
+        if self._shared_tool and not self._checked:
+            decision = self._take_shared(self._shared_tool, event)
             if decision is not None:
                 return decision
         name = event.name
@@ -840,6 +918,7 @@ class Governor:
             if self._parent is not None:
                 self._parent.handle(event)
             self._count_response(event)  # type: ignore[arg-type]
+            self._over = []
             if self._synthesizing:
                 return CONTINUE
             outcome = replace(stop.outcome, usage=self.usage)
@@ -1010,9 +1089,13 @@ class Governor:
             message = f"In phase {phase!r}: {message}"
         checkpoint = None
         if status is not Status.COMPLETED:
-            checkpoint = self._ledger.save_checkpoint(
-                self._run_id or self._new_id(), self.checkpoint()
-            )
+            try:
+                checkpoint = self._ledger.save_checkpoint(
+                    self._run_id or self._new_id(), self.checkpoint()
+                )
+            except LedgerError as error:
+                # The counts stay in this governor: ``checkpoint()`` still has them.
+                message += f" Its checkpoint could not be saved: {error}."
         suggestions = limit.suggestions() if limit is not None else ()
         if checkpoint is not None:
             suggestions = (*suggestions, f"Resume from checkpoint {checkpoint}")
@@ -1043,12 +1126,22 @@ class Governor:
         own = self._pre(self._tables[type(event)][0], event)
         if own is not None:
             return own
+        shared = self._shared_checks.get(type(event), ())
+        holds: tuple[Hold, ...] = ()
+        if shared:
+            holds, lowered, problem = self._budgets.take(shared, event, self._run_id)
+            if problem is not None:
+                return self._shared_refused(problem, event)
         decision = self._from_parent(self._parent.handle(event))
         if isinstance(decision, Stop | Ask | Block):
+            self._budgets.undo(holds)
             if type(event) is ModelResponse and isinstance(decision, Stop):
                 self._count_response(event)  # the parent counted it; so does the child
             self._early = None  # the child's own note was for an event that did not happen
             return decision
+        if type(event) is ModelRequest and holds:
+            self._holds = tuple(hold for hold in holds if hold[1])
+            self._shared_max = lowered
         return _merge(decision, self._admit(event))
 
     def _admit(self, event: Event) -> Decision:
@@ -1102,11 +1195,17 @@ class Governor:
         allowing: list[tuple[Leaf, Slot, Context]] = []
         deadlines: list[tuple[Leaf, Slot, Context]] = []
         timers: list[tuple[Leaf, Slot]] = []
+        shared: dict[type, list[_Check]] = {t: [] for t in ALL_EVENTS}
         for limit, owned, ctx in contexts:
             for member in limit.members():
                 if isinstance(member, Leaf) and not member.enforced:
                     continue
                 slot = owned.get(member) if isinstance(member, Leaf) else None
+                if isinstance(member, Leaf) and member.share is not None and slot is not None:
+                    # Checked by the ledger, in one step with every governor sharing its key.
+                    for event_type in member.pre_events:
+                        shared[event_type].append((member, slot, ctx))
+                    continue
                 # A plain time limit (no soft threshold, not in shadow) has nothing to say
                 # before its deadline: it is left out of the tables until then.
                 timer = False
@@ -1138,6 +1237,10 @@ class Governor:
         self._allowing = tuple(allowing)
         self._deadlines = tuple(deadlines)
         self._timers = tuple(timers)
+        self._shared_checks = {t: tuple(checks) for t, checks in shared.items() if checks}
+        self._shared_turn = self._shared_checks.get(TurnStarting, ())
+        self._shared_request = self._shared_checks.get(ModelRequest, ())
+        self._shared_tool = self._shared_checks.get(ToolCall, ())
         self._set_due()
 
     def _set_due(self) -> None:
