@@ -110,6 +110,37 @@ class RunInfo:
     def live(self) -> bool:
         return self.outcome is None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "host": self.host,
+            "pid": self.pid,
+            "model": self.model,
+            "limits": self.limits,
+            "keys": list(self.keys),
+            "counts": self.counts,
+            "status": self.status,
+            "started": self.started,
+            "heartbeat": self.heartbeat,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunInfo:
+        return cls(
+            run_id=str(data["run_id"]),
+            host=str(data.get("host", "")),
+            pid=int(data.get("pid", 0)),
+            model=str(data.get("model", "")),
+            limits=str(data.get("limits", "")),
+            keys=tuple(data.get("keys", ())),
+            counts=dict(data.get("counts") or {}),
+            status=str(data.get("status", "")),
+            started=float(data.get("started", 0.0)),
+            heartbeat=float(data.get("heartbeat", 0.0)),
+            outcome=data.get("outcome"),
+        )
+
 
 @dataclass(frozen=True)
 class Pending:
@@ -128,6 +159,9 @@ class Pending:
 class Ledger(ABC):
     """Where state outlives one governor, and what governors share. Every method is atomic
     and safe to call from any thread (and, for the shared backends, any process)."""
+
+    def close(self) -> None:  # noqa: B027 - most backends have something to close, not all
+        """Let go of connections and files."""
 
     # --- checkpoints -----------------------------------------------------------------------
 
