@@ -11,8 +11,8 @@ Needs ``haltwise[redis]``; imported only when a ``redis://`` URL is used.
 from __future__ import annotations
 
 import json
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
