@@ -21,6 +21,9 @@ from .state import Hold, budget_from_list, budget_to_list
 
 __all__ = ["Refused", "SharedBudgets"]
 
+#: After the ledger failed, how long it is left alone before it is tried again.
+_RETRY_SECONDS = 2.0
+
 #: A shared check: the limit (a Leaf), its slot and the context it reads.
 _Check = tuple[Any, Any, Any]
 
@@ -39,7 +42,13 @@ class SharedBudgets:
     """Charges, reserves and commits a governor's shared limits in its ledger."""
 
     def __init__(
-        self, ledger: Ledger, wall_clock: Callable[[], float], fail_open: bool, lease: float
+        self,
+        ledger: Ledger,
+        *,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+        fail_open: bool,
+        lease: float,
     ) -> None:
         self.ledger = ledger
         self.wall_clock = wall_clock
@@ -48,6 +57,9 @@ class SharedBudgets:
         self.lease = lease
         #: Spends not yet taken by the ledger: (budget, op id, amount), oldest first.
         self.unsettled: list[tuple[Budget, str, int]] = []
+        self.monotonic = clock
+        #: Failing open, the ledger is not asked again until then (monotonic seconds).
+        self.down_until = 0.0
 
     def take(
         self, checks: tuple[_Check, ...], event: Any, holder: str
@@ -71,6 +83,14 @@ class SharedBudgets:
             budget = leaf.share.budget(metric, at)
             limit = leaf.ledger_units(slot.baseline + cap + slot.extra)
             amount, minimum = leaf.ledger_amount(event, slot, ctx)
+            if self.fail_open and self.monotonic() < self.down_until:
+                # The local limits alone decide until the ledger is back; what is spent
+                # meanwhile is settled with it then.
+                if leaf.reserves:
+                    holds.append((budget, new_id(), 0, check))
+                else:
+                    self.settle(budget, new_id(), amount)
+                continue
             try:
                 self.flush()
                 if leaf.reserves:
@@ -80,9 +100,14 @@ class SharedBudgets:
                 else:
                     grant = self.ledger.charge(budget, amount, limit)
             except LedgerError as error:
-                self.undo(holds)
+                self.down_until = self.monotonic() + _RETRY_SECONDS
                 if self.fail_open:
-                    continue  # the local limits alone decide until the ledger is back
+                    if leaf.reserves:
+                        holds.append((budget, new_id(), 0, check))
+                    else:
+                        self.settle(budget, new_id(), amount)
+                    continue
+                self.undo(holds)
                 return (), None, error
             slot.state = grant.used + grant.amount
             if not grant.granted:
@@ -127,9 +152,12 @@ class SharedBudgets:
         """Spend ``amount`` under ``op_id`` now, or later if the ledger is unreachable; what
         the budget has used after, when known."""
         self.unsettled.append((budget, op_id, amount))
+        if self.monotonic() < self.down_until:
+            return None
         try:
             return self.flush()
         except LedgerError:
+            self.down_until = self.monotonic() + _RETRY_SECONDS
             return None
 
     def flush(self) -> int | None:

@@ -139,7 +139,13 @@ class Governor:
         self._pricer = None if pricer is None else in_units(pricer)
         self._ledger = ledger if ledger is not None else MemoryLedger()
         #: The shared budgets (limits with ``key=``) this governor spends in its ledger.
-        self._budgets = SharedBudgets(self._ledger, wall_clock, on_ledger_error == "open", lease)
+        self._budgets = SharedBudgets(
+            self._ledger,
+            clock=clock,
+            wall_clock=wall_clock,
+            fail_open=on_ledger_error == "open",
+            lease=lease,
+        )
         self._new_id = new_id
         self._parent = parent
         #: The model requests sent and not yet answered, and what they hold.
