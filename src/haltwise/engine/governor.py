@@ -110,7 +110,12 @@ class Governor:
     ``limits`` is any limit expression (``max_turns(25) | max_cost("2")``), a callable
     ``f(usage) -> bool``, or None. ``clock`` is a monotonic clock (a ``FakeClock`` in tests);
     ``pricer`` prices model calls (genai-prices with your own table by default); ``ledger``
-    keeps checkpoints (in memory by default).
+    (an object, or a URL: ``memory:``, ``sqlite:///PATH``, ``redis://HOST:PORT/DB``) keeps
+    checkpoints and the budgets of shared limits (``key=``), in memory by default.
+    ``on_ledger_error`` is what an unreachable ledger does to a run with shared limits:
+    ``"closed"`` stops it, ``"open"`` lets it go on under its local limits and settles with
+    the ledger once it is back. ``wall_clock`` dates budget windows; ``lease`` is how long a
+    request's reservation holds without a heartbeat.
     """
 
     def __init__(
@@ -119,7 +124,7 @@ class Governor:
         *,
         clock: Callable[[], float] = time.monotonic,
         pricer: Pricer | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | str | None = None,
         new_id: Callable[[], str] = lambda: secrets.token_hex(6),
         parent: Governor | None = None,
         on_ledger_error: str = "closed",
@@ -137,6 +142,10 @@ class Governor:
         #: The clock, as limits see it (the Context protocol).
         self.now = clock
         self._pricer = None if pricer is None else in_units(pricer)
+        if isinstance(ledger, str):
+            from ..ledgers import open_ledger
+
+            ledger = open_ledger(ledger)
         self._ledger = ledger if ledger is not None else MemoryLedger()
         #: The shared budgets (limits with ``key=``) this governor spends in its ledger.
         self._budgets = SharedBudgets(
@@ -168,6 +177,8 @@ class Governor:
         #: A limit the human has just let through, skipped for the event being re-handled.
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
+        #: The outcome's reason for the cancel: "cancelled", or "killed" from elsewhere.
+        self._cancel_code = "cancelled"
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
         #: Held while an event is decided and counted. Hold it to read several values as one.
@@ -306,8 +317,18 @@ class Governor:
 
         Drivers that can interrupt a call in flight hear of it through ``on_cancel``.
         """
+        self._cancel(reason, "cancelled")
+
+    def kill(self, reason: str = "") -> None:
+        """Stop the run at its next event because it was told to from elsewhere (``haltwise
+        stop``, the dashboard): status ``cancelled``, reason ``killed``, checkpoint saved.
+        Safe to call from any thread; drivers interrupt a call in flight (``on_cancel``)."""
+        self._cancel(reason or "killed", "killed")
+
+    def _cancel(self, reason: str, code: str) -> None:
         with self._cancel_lock:
             self._cancel_reason = reason
+            self._cancel_code = code
             self._plain = False
             listeners = list(self._cancel_listeners)
         for listener in listeners:
@@ -475,6 +496,16 @@ class Governor:
     @property
     def limits(self) -> Limit:
         return self._limits
+
+    @property
+    def ledger(self) -> Ledger:
+        """Where checkpoints go and shared budgets are spent."""
+        return self._ledger
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether ``cancel()`` or ``kill()`` was called and the run has not stopped for it yet."""
+        return self._cancel_reason is not None
 
     @property
     def run_id(self) -> str:
@@ -1067,15 +1098,18 @@ class Governor:
     def _cancelled(self, partial: str | None = None) -> Stop:
         with self._cancel_lock:
             reason, self._cancel_reason = self._cancel_reason, None
+            code, self._cancel_code = self._cancel_code, "cancelled"
         self._pending = None
         if self._stopped is not None:
             return self._stopped  # the run had already stopped: its stop stands
-        message = (
-            "The run was cancelled."
-            if reason in (None, "cancelled")
-            else f"The run was cancelled: {reason}."
-        )
-        return self._stop(Status.CANCELLED, "cancelled", message, None, partial=partial)
+        if code == "killed":
+            told = "" if reason in (None, "killed") else f": {reason}"
+            message = f"The run was stopped from elsewhere{told}."
+        elif reason in (None, "cancelled"):
+            message = "The run was cancelled."
+        else:
+            message = f"The run was cancelled: {reason}."
+        return self._stop(Status.CANCELLED, code, message, None, partial=partial)
 
     def _stop(
         self,
