@@ -90,14 +90,24 @@ LedgerFactory = Callable[[], Ledger]
 @pytest.fixture(params=["memory", "sqlite", "redis"])
 def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerFactory]:
     """Opens ledgers that share one store: each call is another "process" on the same data."""
+    yield from _opener(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def make_shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerFactory]:
+    """The same, for the ledgers that processes share (a memory ledger's runs are not live)."""
+    yield from _opener(request.param, request, tmp_path)
+
+
+def _opener(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerFactory]:
     made: list[Ledger] = []
-    if request.param == "memory":
+    if kind == "memory":
         shared = MemoryLedger()
 
         def make() -> Ledger:
             return shared
 
-    elif request.param == "sqlite":
+    elif kind == "sqlite":
         path = tmp_path / "ledger.db"
 
         def make() -> Ledger:

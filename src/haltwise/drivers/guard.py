@@ -64,7 +64,7 @@ from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Status, Usage
 from ..engine.policies import Evidence, Synthesizer
 from ..engine.pricing import Pricer
-from .live import APPROVAL_TIMEOUT, LiveRun, ledger_prompter
+from .live import APPROVAL_TIMEOUT, HEARTBEAT_SECONDS, LiveRun, ledger_prompter
 from .openai_usage import response_event
 from .prompters import Prompter
 
@@ -92,6 +92,7 @@ class Guard:
         live: bool | None = None,
         approval_timeout: float = APPROVAL_TIMEOUT,
         on_ledger_error: str = "closed",
+        heartbeat: float = HEARTBEAT_SECONDS,
     ) -> None:
         #: The governor that decides; shared by every run of this guard (session scope).
         self.governor = governor or Governor(
@@ -101,6 +102,8 @@ class Guard:
         #: Whether runs register in the ledger, heartbeat, and can be stopped and answered from
         #: elsewhere: by default, when the ledger is shared (not this process's memory).
         self.live = not isinstance(ledger_used, MemoryLedger) if live is None else live
+        #: Seconds between a live run's heartbeats.
+        self.heartbeat = heartbeat
         if prompter is None and self.live:
             # Headless, with a shared ledger: the human answers with ``haltwise approve``.
             prompter = ledger_prompter(ledger_used, timeout=approval_timeout)
@@ -146,7 +149,9 @@ class _RunBase:
 
     def _go_live(self) -> None:
         if self.guard.live and self._live is None:
-            self._live = LiveRun(self.guard.governor, self.guard.governor.ledger)
+            self._live = LiveRun(
+                self.guard.governor, self.guard.governor.ledger, interval=self.guard.heartbeat
+            )
             self._live.start()
 
     def _end_live(self) -> None:

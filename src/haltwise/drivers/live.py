@@ -27,7 +27,7 @@ from ..engine.limits import Leaf
 from ..engine.outcome import Outcome
 from ..eventlog import outcome_to_dict, usage_to_dict
 
-__all__ = ["APPROVAL_TIMEOUT", "LiveRun", "ledger_prompter", "shared_keys"]
+__all__ = ["APPROVAL_TIMEOUT", "HEARTBEAT_SECONDS", "LiveRun", "ledger_prompter", "shared_keys"]
 
 #: How long a run waits for an answer posted through the ledger, by default (seconds).
 APPROVAL_TIMEOUT = 600.0

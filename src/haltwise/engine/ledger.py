@@ -228,7 +228,8 @@ class Ledger(ABC):
 
     @abstractmethod
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
-        """A run ended with ``outcome`` (JSON-compatible)."""
+        """A run ended with ``outcome`` (JSON-compatible). Its open question, if any, goes:
+        an answer that comes later is refused."""
 
     @abstractmethod
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
@@ -402,6 +403,7 @@ class MemoryLedger(Ledger):
             self._runs[run_id] = replace(
                 info, outcome=dict(outcome), status=status, heartbeat=self._clock()
             )
+            self._pending.pop(run_id, None)
 
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         with self._lock:

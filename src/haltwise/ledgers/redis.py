@@ -338,6 +338,8 @@ class RedisLedger(Ledger):
             pipe.hset(self._run_key(run_id), "info", json.dumps(data))
             pipe.zadd(self._key("runs"), {run_id: float(data["started"])})
             pipe.srem(self._key("live"), run_id)
+            pipe.delete(self._key("pending", run_id))
+            pipe.zrem(self._key("pendings"), run_id)
             pipe.execute()
 
         self._call(finish)

@@ -321,6 +321,7 @@ class SqliteLedger(Ledger):
                 "heartbeat = excluded.heartbeat, live = 0",
                 (run_id, json.dumps(data), data["started"], now),
             )
+            db.execute("DELETE FROM ledger_pending WHERE run_id = ?", (run_id,))
 
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         where = "WHERE live = 1 " if live else ""
