@@ -3,9 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the end-to-end tests drive (a real terminal for the chat).
+# System packages the end-to-end tests drive: a real terminal for the chat, a real Redis for
+# the fleet ledger (the tests start and stop their own server; none is left running).
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null
@@ -14,4 +16,5 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
+export HALTWISE_REQUIRE_REDIS=1
 exec .venv/bin/python -m pytest "$@"

@@ -375,7 +375,7 @@ class ChatApp(Listener):
 
     def _runs(self) -> None:
         assert self.setup is not None
-        rows = self.setup.store.runs(10)
+        rows = self.setup.store.recent_runs(10)
         if not rows:
             self.console.print("no stored runs yet")
             return

@@ -298,6 +298,7 @@ class Agent:
             governor=self.governor,
             prompter=None if prompter is None else self._ask,
             synthesizer=self._synthesize,
+            live=False,  # the agent's own store: its runs are its own (a fleet ledger: #11)
         )
         prompt = (system_prompt or SYSTEM_PROMPT).format(workspace=toolbox.workspace.root)
         #: The conversation, as OpenAI chat messages.

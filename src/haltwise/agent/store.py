@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engine.errors import ConfigurationError, LedgerError
-from ..engine.ledger import Ledger
 from ..engine.outcome import Outcome
+from ..ledgers.sqlite import SqliteLedger
 
 __all__ = ["RunRecord", "Store", "default_store_path"]
 
@@ -59,12 +56,6 @@ CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT,
     message TEXT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
-);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    run_id TEXT PRIMARY KEY,
-    saved_at REAL NOT NULL,
-    messages INTEGER,
-    data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at);
 """
@@ -100,80 +91,25 @@ class RunRecord:
     outcome: dict[str, Any] | None
 
 
-class Store(Ledger):
-    """The SQLite store. Thread-safe; safe across processes (WAL, busy timeout)."""
+class Store(SqliteLedger):
+    """The SQLite store: the SQLite ledger with the agent's conversations, runs and messages.
+    Thread-safe; safe across processes (WAL, busy timeout)."""
+
+    schema = _SCHEMA
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as error:
+            super().__init__(path)
+        except ConfigurationError as error:
             raise ConfigurationError(
-                f"cannot open the store {str(self.path)!r}: {error}. "
-                "Choose another file with --store PATH or HALTWISE_STORE"
+                f"{error}. Choose another file with --store PATH or HALTWISE_STORE"
             ) from None
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
 
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                raise LedgerError(f"the store {str(self.path)!r} failed: {error}") from error
-
-    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, args).fetchall()
-            except sqlite3.Error as error:
-                raise LedgerError(f"the store {str(self.path)!r} failed: {error}") from error
-
-    # ----------------------------------------------------------------------------------------
-    # The Ledger interface
-
-    def save_checkpoint(self, run_id: str, data: dict[str, Any]) -> str:
-        with self._transaction() as db:
-            db.execute(
-                "INSERT INTO checkpoints (run_id, saved_at, messages, data) VALUES (?, ?, NULL, ?) "
-                "ON CONFLICT(run_id) DO UPDATE SET saved_at=excluded.saved_at, data=excluded.data",
-                (run_id, time.time(), json.dumps(data)),
-            )
-        return _PREFIX + run_id
-
-    def load_checkpoint(self, ref: str) -> dict[str, Any]:
-        run_id = ref.removeprefix(_PREFIX)
-        rows = self._query("SELECT data FROM checkpoints WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise LedgerError(f"no checkpoint {ref!r} in the store {str(self.path)!r}")
-        data: dict[str, Any] = json.loads(rows[0][0])
-        return data
 
     # ----------------------------------------------------------------------------------------
     # Conversations and runs
@@ -240,7 +176,7 @@ class Store(Ledger):
         rows = self._query("SELECT id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
         return str(rows[0][0]) if rows else None
 
-    def runs(self, limit: int = 20) -> list[tuple[str, str, str | None, str | None]]:
+    def recent_runs(self, limit: int = 20) -> list[tuple[str, str, str | None, str | None]]:
         """The latest runs: (run id, prompt, status, reason), newest first."""
         rows = self._query(
             "SELECT id, prompt, status, reason FROM runs ORDER BY started_at DESC LIMIT ?", (limit,)

@@ -59,11 +59,12 @@ from ..engine.events import (
     TurnStarting,
 )
 from ..engine.governor import Governor, Phase
-from ..engine.ledger import Ledger
+from ..engine.ledger import Ledger, MemoryLedger
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Status, Usage
 from ..engine.policies import Evidence, Synthesizer
 from ..engine.pricing import Pricer
+from .live import APPROVAL_TIMEOUT, HEARTBEAT_SECONDS, LiveRun, ledger_prompter
 from .openai_usage import response_event
 from .prompters import Prompter
 
@@ -86,11 +87,26 @@ class Guard:
         signal: bool = False,
         clock: Callable[[], float] = time.monotonic,
         pricer: Pricer | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | str | None = None,
         governor: Governor | None = None,
+        live: bool | None = None,
+        approval_timeout: float = APPROVAL_TIMEOUT,
+        on_ledger_error: str = "closed",
+        heartbeat: float = HEARTBEAT_SECONDS,
     ) -> None:
         #: The governor that decides; shared by every run of this guard (session scope).
-        self.governor = governor or Governor(limits, clock=clock, pricer=pricer, ledger=ledger)
+        self.governor = governor or Governor(
+            limits, clock=clock, pricer=pricer, ledger=ledger, on_ledger_error=on_ledger_error
+        )
+        ledger_used = self.governor.ledger
+        #: Whether runs register in the ledger, heartbeat, and can be stopped and answered from
+        #: elsewhere: by default, when the ledger is shared (not this process's memory).
+        self.live = not isinstance(ledger_used, MemoryLedger) if live is None else live
+        #: Seconds between a live run's heartbeats.
+        self.heartbeat = heartbeat
+        if prompter is None and self.live:
+            # Headless, with a shared ledger: the human answers with ``haltwise approve``.
+            prompter = ledger_prompter(ledger_used, timeout=approval_timeout)
         #: Puts questions to a human; None means "no UI": a limit that asks stops the run.
         self.prompter = prompter
         #: Writes a final answer from the evidence when a limit's policy is ``synthesize``.
@@ -128,6 +144,20 @@ class _RunBase:
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
         self._notes_lock = threading.Lock()
+        #: The run's presence in the ledger, while it is live.
+        self._live: LiveRun | None = None
+
+    def _go_live(self) -> None:
+        if self.guard.live and self._live is None:
+            self._live = LiveRun(
+                self.guard.governor, self.guard.governor.ledger, interval=self.guard.heartbeat
+            )
+            self._live.start()
+
+    def _end_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.finish(self.outcome or self.guard.governor.outcome)
 
     @property
     def output(self) -> str | None:
@@ -275,6 +305,7 @@ class Run(_RunBase):
 
     def __enter__(self) -> Run:
         self.send(RunStarted(self.prompt, self._run_id))
+        self._go_live()
         return self
 
     def __exit__(
@@ -283,10 +314,13 @@ class Run(_RunBase):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-        if error is None and self.outcome is None:
-            self.finish()
-            return False
-        return self._catches(error)
+        try:
+            if error is None and self.outcome is None:
+                self.finish()
+                return False
+            return self._catches(error)
+        finally:
+            self._end_live()
 
     def send(self, event: Event) -> Decision:
         """Report any event; carry out the decision."""
@@ -402,6 +436,7 @@ class AsyncRun(_RunBase):
 
         self._unsubscribe = self.guard.governor.on_cancel(cancelled)
         self._arm()
+        self._go_live()
         return self
 
     async def __aexit__(
@@ -414,14 +449,17 @@ class AsyncRun(_RunBase):
         interrupted = self._interrupting and isinstance(error, asyncio.CancelledError)
         if interrupted and self._task is not None and sys.version_info >= (3, 11):
             self._task.uncancel()  # the cancellation was ours, and it ends here
-        if error is None and self.outcome is None:
-            await self.finish()
-            return False
-        if interrupted:
-            if self.outcome is None:
-                self._crashed(error)  # type: ignore[arg-type]
-            return self._suppress
-        return self._catches(error)
+        try:
+            if error is None and self.outcome is None:
+                await self.finish()
+                return False
+            if interrupted:
+                if self.outcome is None:
+                    self._crashed(error)  # type: ignore[arg-type]
+                return self._suppress
+            return self._catches(error)
+        finally:
+            self._end_live()
 
     def _arm(self) -> None:
         """Cancel the block's task when the deadline passes (re-armed as it moves)."""

@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .budgets import Refused, SharedBudgets
 from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
-from .errors import ConfigurationError, InvalidValueError, UnpricedModelError
+from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
     Event,
     Injected,
@@ -41,11 +42,11 @@ from .events import (
     TurnEnded,
     TurnStarting,
 )
-from .ledger import Ledger, MemoryLedger
+from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer, UnitPricer, in_units, units
-from .state import InFlight, Reservation, Slot, Tally
+from .state import Hold, InFlight, Reservation, Slot, Tally
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
@@ -109,7 +110,12 @@ class Governor:
     ``limits`` is any limit expression (``max_turns(25) | max_cost("2")``), a callable
     ``f(usage) -> bool``, or None. ``clock`` is a monotonic clock (a ``FakeClock`` in tests);
     ``pricer`` prices model calls (genai-prices with your own table by default); ``ledger``
-    keeps checkpoints (in memory by default).
+    (an object, or a URL: ``memory:``, ``sqlite:///PATH``, ``redis://HOST:PORT/DB``) keeps
+    checkpoints and the budgets of shared limits (``key=``), in memory by default.
+    ``on_ledger_error`` is what an unreachable ledger does to a run with shared limits:
+    ``"closed"`` stops it, ``"open"`` lets it go on under its local limits and settles with
+    the ledger once it is back. ``wall_clock`` dates budget windows; ``lease`` is how long a
+    request's reservation holds without a heartbeat.
     """
 
     def __init__(
@@ -118,15 +124,37 @@ class Governor:
         *,
         clock: Callable[[], float] = time.monotonic,
         pricer: Pricer | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | str | None = None,
         new_id: Callable[[], str] = lambda: secrets.token_hex(6),
         parent: Governor | None = None,
+        on_ledger_error: str = "closed",
+        wall_clock: Callable[[], float] = time.time,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
+        if on_ledger_error not in ("closed", "open"):
+            raise InvalidValueError(
+                "Governor(on_ledger_error)",
+                on_ledger_error,
+                "'closed' (an unreachable ledger stops the run) or 'open' (go on under the "
+                "local limits and settle with the ledger once it is back)",
+            )
         self._clock = clock
         #: The clock, as limits see it (the Context protocol).
         self.now = clock
         self._pricer = None if pricer is None else in_units(pricer)
+        if isinstance(ledger, str):
+            from ..ledgers import open_ledger
+
+            ledger = open_ledger(ledger)
         self._ledger = ledger if ledger is not None else MemoryLedger()
+        #: The shared budgets (limits with ``key=``) this governor spends in its ledger.
+        self._budgets = SharedBudgets(
+            self._ledger,
+            clock=clock,
+            wall_clock=wall_clock,
+            fail_open=on_ledger_error == "open",
+            lease=lease,
+        )
         self._new_id = new_id
         self._parent = parent
         #: The model requests sent and not yet answered, and what they hold.
@@ -149,6 +177,8 @@ class Governor:
         #: A limit the human has just let through, skipped for the event being re-handled.
         self._bypass: Limit | None = None
         self._cancel_reason: str | None = None
+        #: The outcome's reason for the cancel: "cancelled", or "killed" from elsewhere.
+        self._cancel_code = "cancelled"
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
         #: Held while an event is decided and counted. Hold it to read several values as one.
@@ -156,6 +186,12 @@ class Governor:
         #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
         #: priced by the cost limit's check and again when it is counted.
         self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
+        #: What the shared budgets granted the request being admitted, for ``_count_request``:
+        #: its holds, and the max_tokens a token budget left it (None: as asked).
+        self._holds: tuple[Hold, ...] = ()
+        self._shared_max: int | None = None
+        #: Shared limits the last response took past their limit: (check, used, limit, window).
+        self._over: list[tuple[Any, int, int, str]] = []
         #: Phases entered and not yet left, outermost first.
         self._phases: list[Phase] = []
         #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
@@ -283,8 +319,18 @@ class Governor:
 
         Drivers that can interrupt a call in flight hear of it through ``on_cancel``.
         """
+        self._cancel(reason, "cancelled")
+
+    def kill(self, reason: str = "") -> None:
+        """Stop the run at its next event because it was told to from elsewhere (``haltwise
+        stop``, the dashboard): status ``cancelled``, reason ``killed``, checkpoint saved.
+        Safe to call from any thread; drivers interrupt a call in flight (``on_cancel``)."""
+        self._cancel(reason or "killed", "killed")
+
+    def _cancel(self, reason: str, code: str) -> None:
         with self._cancel_lock:
             self._cancel_reason = reason
+            self._cancel_code = code
             self._plain = False
             listeners = list(self._cancel_listeners)
         for listener in listeners:
@@ -449,6 +495,16 @@ class Governor:
         return self._limits
 
     @property
+    def ledger(self) -> Ledger:
+        """Where checkpoints go and shared budgets are spent."""
+        return self._ledger
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether ``cancel()`` or ``kill()`` was called and the run has not stopped for it yet."""
+        return self._cancel_reason is not None
+
+    @property
     def run_id(self) -> str:
         return self._run_id
 
@@ -543,6 +599,7 @@ class Governor:
                 ],
                 "last_text": self._last_text,
                 "in_flight": self._in_flight.to_list(),
+                "unsettled": self._budgets.to_list(),
             }
 
     def restore(self, data: dict[str, Any] | str) -> None:
@@ -569,6 +626,7 @@ class Governor:
                 self._prompt = str(data.get("prompt", ""))
                 self._last_text = data.get("last_text")
                 in_flight = InFlight.from_list(data.get("in_flight", []))
+                self._budgets.load(data.get("unsettled", []))
             except (KeyError, TypeError, ValueError, ArithmeticError) as error:
                 raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
             self._in_flight.clear()
@@ -624,6 +682,7 @@ class Governor:
         else:
             self._set_due()
         self._run_id = event.run_id or self._new_id()
+        self._over = []
         self._prompt = event.prompt
         self._last_text = None
         return self._check(self._pre_run, self._post_run, event)
@@ -636,6 +695,10 @@ class Governor:
             decision = self._pre(self._pre_turn, event)
             if decision is not None:
                 return decision
+        if self._shared_turn and not self._checked:
+            decision = self._take_shared(self._shared_turn, event)
+            if decision is not None:
+                return decision
         self._run.turns += 1
         self._session.turns += 1
         if self._post_turn or self._early is not None:
@@ -645,6 +708,10 @@ class Governor:
     def _on_model_request(self, event: ModelRequest) -> Decision:
         if self._pre_request:
             decision = self._pre(self._pre_request, event)
+            if decision is not None:
+                return decision
+        if self._shared_request and not self._checked:
+            decision = self._take_shared(self._shared_request, event)
             if decision is not None:
                 return decision
         max_tokens = self._count_request(event)
@@ -669,6 +736,9 @@ class Governor:
         run.model_calls += 1
         self._session.model_calls += 1
         wanted = max_tokens = event.max_tokens
+        holds, self._holds = self._holds, ()
+        if self._shared_max is not None:
+            max_tokens, self._shared_max = self._shared_max, None
         for limit, slot, _ in self._allowing:
             allowed = limit.allowance(event, slot)
             if allowed is not None and (max_tokens is None or allowed < max_tokens):
@@ -688,15 +758,17 @@ class Governor:
         if len(in_flight.requests) >= _MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
             self._spend(in_flight.take(0))
-        in_flight.hold((event.request_id, event.model, prompt, output, cost))
+        in_flight.hold((event.request_id, event.model, prompt, output, cost, holds))
         return max_tokens
 
     def _spend(self, reservation: Reservation) -> int | None:
         """Count a request that was sent and never answered at what it reserved; its cost."""
-        _, model, prompt, output, cost = reservation
+        _, model, prompt, output, cost, holds = reservation
         if cost is None:
             cost = self._price(model, prompt, output, 0, 0)
         self._add_usage(prompt, output, 0, 0, cost)
+        if holds:
+            self._budgets.commit(holds, None)
         return cost
 
     def _settle_in_flight(self) -> None:
@@ -716,7 +788,42 @@ class Governor:
             raise UnpricedModelError(
                 event.model or "(no model name)", self._pricing().describe_missing(event.model)
             )
+        if self._over:
+            over, self._over = self._over, []
+            for (leaf, slot, ctx), used, limit, window in over:
+                message = leaf.ledger_exceeded(used, limit, window)
+                decision = self._trip(leaf, slot, event, message, before=False, ctx=ctx)
+                if decision is not None:
+                    return decision
         return self._post(self._post_response, event)
+
+    def _take_shared(self, checks: tuple[_Check, ...], event: Event) -> Decision | None:
+        """The shared budgets' say on ``event``: None when each granted what it needs (a
+        request's reservations then wait in ``_holds`` for ``_count_request``)."""
+        holds, lowered, problem = self._budgets.take(checks, event, self._run_id)
+        if problem is None:
+            if type(event) is ModelRequest:
+                self._holds = tuple(hold for hold in holds if hold[1])
+                self._shared_max = lowered
+            return None
+        return self._shared_refused(problem, event)
+
+    def _shared_refused(self, problem: Refused | LedgerError, event: Event) -> Decision:
+        if isinstance(problem, Refused):
+            leaf, slot, ctx = problem.check
+            decision = self._trip(leaf, slot, event, problem.message, before=True, ctx=ctx)
+            return CONTINUE if decision is None else decision  # None: shadow, never shared
+        return self._ledger_down(problem)
+
+    def _ledger_down(self, error: LedgerError) -> Stop:
+        return self._stop(
+            Status.ABANDONED,
+            "ledger_unavailable",
+            f"The ledger holding the shared budgets is unreachable ({self._ledger!r}: {error}), "
+            "so the run stopped rather than spend them unchecked (on_ledger_error='open' goes "
+            "on under the local limits instead).",
+            None,
+        )
 
     def _count_response(self, event: ModelResponse) -> int | None:
         """Count a response's usage (or, unanswered, its request's reservation)."""
@@ -745,6 +852,10 @@ class Governor:
             event.cache_write_tokens,
             cost,
         )
+        if reservation is not None and reservation[5]:
+            self._over = self._budgets.commit(
+                reservation[5], lambda leaf: leaf.ledger_actual(event, cost)
+            )
         if event.text:
             self._last_text = event.text
         return cost
@@ -779,6 +890,10 @@ class Governor:
     def _on_tool_call(self, event: ToolCall) -> Decision:
         if self._pre_tool:
             decision = self._pre(self._pre_tool, event)
+            if decision is not None:
+                return decision
+        if self._shared_tool and not self._checked:
+            decision = self._take_shared(self._shared_tool, event)
             if decision is not None:
                 return decision
         name = event.name
@@ -837,6 +952,7 @@ class Governor:
             if self._parent is not None:
                 self._parent.handle(event)
             self._count_response(event)  # type: ignore[arg-type]
+            self._over = []
             if self._synthesizing:
                 return CONTINUE
             outcome = replace(stop.outcome, usage=self.usage)
@@ -979,15 +1095,18 @@ class Governor:
     def _cancelled(self, partial: str | None = None) -> Stop:
         with self._cancel_lock:
             reason, self._cancel_reason = self._cancel_reason, None
+            code, self._cancel_code = self._cancel_code, "cancelled"
         self._pending = None
         if self._stopped is not None:
             return self._stopped  # the run had already stopped: its stop stands
-        message = (
-            "The run was cancelled."
-            if reason in (None, "cancelled")
-            else f"The run was cancelled: {reason}."
-        )
-        return self._stop(Status.CANCELLED, "cancelled", message, None, partial=partial)
+        if code == "killed":
+            told = "" if reason in (None, "killed") else f": {reason}"
+            message = f"The run was stopped from elsewhere{told}."
+        elif reason in (None, "cancelled"):
+            message = "The run was cancelled."
+        else:
+            message = f"The run was cancelled: {reason}."
+        return self._stop(Status.CANCELLED, code, message, None, partial=partial)
 
     def _stop(
         self,
@@ -1007,9 +1126,13 @@ class Governor:
             message = f"In phase {phase!r}: {message}"
         checkpoint = None
         if status is not Status.COMPLETED:
-            checkpoint = self._ledger.save_checkpoint(
-                self._run_id or self._new_id(), self.checkpoint()
-            )
+            try:
+                checkpoint = self._ledger.save_checkpoint(
+                    self._run_id or self._new_id(), self.checkpoint()
+                )
+            except LedgerError as error:
+                # The counts stay in this governor: ``checkpoint()`` still has them.
+                message += f" Its checkpoint could not be saved: {error}."
         suggestions = limit.suggestions() if limit is not None else ()
         if checkpoint is not None:
             suggestions = (*suggestions, f"Resume from checkpoint {checkpoint}")
@@ -1040,12 +1163,22 @@ class Governor:
         own = self._pre(self._tables[type(event)][0], event)
         if own is not None:
             return own
+        shared = self._shared_checks.get(type(event), ())
+        holds: tuple[Hold, ...] = ()
+        if shared:
+            holds, lowered, problem = self._budgets.take(shared, event, self._run_id)
+            if problem is not None:
+                return self._shared_refused(problem, event)
         decision = self._from_parent(self._parent.handle(event))
         if isinstance(decision, Stop | Ask | Block):
+            self._budgets.undo(holds)
             if type(event) is ModelResponse and isinstance(decision, Stop):
                 self._count_response(event)  # the parent counted it; so does the child
             self._early = None  # the child's own note was for an event that did not happen
             return decision
+        if type(event) is ModelRequest and holds:
+            self._holds = tuple(hold for hold in holds if hold[1])
+            self._shared_max = lowered
         return _merge(decision, self._admit(event))
 
     def _admit(self, event: Event) -> Decision:
@@ -1099,11 +1232,17 @@ class Governor:
         allowing: list[tuple[Leaf, Slot, Context]] = []
         deadlines: list[tuple[Leaf, Slot, Context]] = []
         timers: list[tuple[Leaf, Slot]] = []
+        shared: dict[type, list[_Check]] = {t: [] for t in ALL_EVENTS}
         for limit, owned, ctx in contexts:
             for member in limit.members():
                 if isinstance(member, Leaf) and not member.enforced:
                     continue
                 slot = owned.get(member) if isinstance(member, Leaf) else None
+                if isinstance(member, Leaf) and member.share is not None and slot is not None:
+                    # Checked by the ledger, in one step with every governor sharing its key.
+                    for event_type in member.pre_events:
+                        shared[event_type].append((member, slot, ctx))
+                    continue
                 # A plain time limit (no soft threshold, not in shadow) has nothing to say
                 # before its deadline: it is left out of the tables until then.
                 timer = False
@@ -1135,6 +1274,10 @@ class Governor:
         self._allowing = tuple(allowing)
         self._deadlines = tuple(deadlines)
         self._timers = tuple(timers)
+        self._shared_checks = {t: tuple(checks) for t, checks in shared.items() if checks}
+        self._shared_turn = self._shared_checks.get(TurnStarting, ())
+        self._shared_request = self._shared_checks.get(ModelRequest, ())
+        self._shared_tool = self._shared_checks.get(ToolCall, ())
         self._set_due()
 
     def _set_due(self) -> None:

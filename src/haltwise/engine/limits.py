@@ -38,6 +38,7 @@ from .events import (
 from .outcome import Status, Usage
 from .policies import Policy, as_policy
 from .pricing import dollars, units
+from .shared import NANO, Share, nano_ceil, nano_floor
 from .state import Slot
 
 __all__ = [
@@ -374,7 +375,7 @@ def all_of(*limits: Limit | Callable[[Usage], bool], on_limit: str | Policy = "a
 class Leaf(Limit):
     """One limit with its own slot of state in each governor."""
 
-    __slots__ = ("_args", "policy", "scope", "shadow", "warn_at")
+    __slots__ = ("_args", "policy", "scope", "shadow", "share", "warn_at")
 
     #: What the numbers count, for messages: "turns", "tool calls", ...
     unit = ""
@@ -388,12 +389,23 @@ class Leaf(Limit):
         on_limit: str | Policy,
         shadow: bool,
         name: str,
+        share: Share | None = None,
     ) -> None:
         self._args = args
         self.scope = _check_scope(scope, name)
         self.warn_at = _check_warn_at(warn_at, name)
         self.policy = as_policy(on_limit, f"{name}(on_limit)")
         self.shadow = bool(shadow)
+        if share is not None and self.shadow:
+            raise InvalidValueError(
+                f"{name}(shadow)",
+                shadow,
+                "False with key=: a shared budget is spent for real (drop key= to try the limit "
+                "in shadow mode on this governor alone)",
+            )
+        #: For a shared limit (``key=``): the ledger budget it spends, with every governor
+        #: that names the same key. None for a limit counted in this governor alone.
+        self.share = share
 
     #: The factory that builds this limit, for its ``repr``.
     factory = ""
@@ -412,7 +424,64 @@ class Leaf(Limit):
 
     def key(self) -> tuple[Any, ...]:
         """Limits with the same key replace each other in ``Governor.set_limit``."""
-        return (type(self), self.scope)
+        return (type(self), self.scope, None if self.share is None else self.share.key)
+
+    # A shared limit (``key=``) is checked by the ledger, not against this governor's counts:
+    # the governor asks the leaf what to charge or reserve, in the ledger's units.
+
+    #: Whether a shared limit of this kind holds a model request's worst case until its answer
+    #: arrives (tokens, dollars), rather than charging a count at once (turns, calls).
+    reserves = False
+
+    def ledger_metric(self, event: Any) -> str | None:
+        """What this limit counts in the ledger for ``event``; None: not this event."""
+        return None
+
+    def ledger_amount(self, event: Any, slot: Slot, ctx: Context) -> tuple[int, int | None]:
+        """What ``event`` needs of the budget, and the least that will do (None: all of it)."""
+        return 1, None
+
+    def ledger_units(self, value: Any) -> int:
+        """An amount of this limit's (its cap with what was added), in the ledger's units,
+        rounded down."""
+        return int(value)
+
+    def from_ledger(self, amount: int) -> Any:
+        """An amount in the ledger's units in this limit's own."""
+        return amount
+
+    def ledger_actual(self, event: ModelResponse, cost: int | None) -> int:
+        """What an answered request really spent of the budget (``cost`` in engine units)."""
+        return 0
+
+    def ledger_show(self, amount: int) -> str:
+        return f"{amount} {self.unit}"
+
+    def _shared_where(self, window: str) -> str:
+        assert self.share is not None
+        where = f"Shared budget {self.share.key!r}"
+        return where if window == "forever" else f"{where} ({window})"
+
+    def ledger_exceeded(self, used: int, limit: int, window: str) -> str:
+        """The message of a shared limit that an answered request took past its limit."""
+        return (
+            f"{self._shared_where(window)} exceeded: {self.ledger_show(used)} of "
+            f"{self.ledger_show(limit)} used ({self!r})"
+        )
+
+    def ledger_refusal(self, grant_used: int, amount: int, limit: int, window: str) -> str:
+        """The message of a shared limit that the ledger refused."""
+        where = self._shared_where(window)
+        if grant_used >= limit:
+            return (
+                f"{where} spent: {self.ledger_show(grant_used)} of {self.ledger_show(limit)} "
+                f"used ({self!r})"
+            )
+        return (
+            f"{where} would be exceeded: {self.ledger_show(grant_used)} of "
+            f"{self.ledger_show(limit)} used, and this needs {self.ledger_show(amount)} "
+            f"({self!r})"
+        )
 
     @property
     def enforced(self) -> bool:
@@ -423,8 +492,12 @@ class Leaf(Limit):
         return None
 
     def restart(self, slot: Slot, ctx: Context) -> None:
-        """Begin a new round: the count restarts from the current value."""
-        slot.new_round(self.metric(slot, ctx))
+        """Begin a new round: the count restarts from the current value (for a shared limit,
+        what the ledger last said its budget has used)."""
+        if self.share is not None:
+            slot.new_round(self.from_ledger(slot.state or 0))
+        else:
+            slot.new_round(self.metric(slot, ctx))
 
     def metric(self, slot: Slot, ctx: Context) -> Any:
         """The raw value this limit counts (before the round's baseline is taken off)."""
@@ -529,6 +602,9 @@ class _MaxTurns(_CountLimit):
     def metric(self, slot: Slot, ctx: Context) -> int:
         return slot.tally.turns
 
+    def ledger_metric(self, event: Any) -> str | None:
+        return "turns"
+
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         # The hot path of every turn: kept flat.
         assert slot is not None
@@ -568,6 +644,9 @@ class _MaxModelCalls(_CountLimit):
     def metric(self, slot: Slot, ctx: Context) -> int:
         return slot.tally.model_calls
 
+    def ledger_metric(self, event: Any) -> str | None:
+        return "model_calls"
+
     def suggestions(self) -> tuple[str, ...]:
         return ("Raise the model-call limit (HALTWISE_MAX_MODEL_CALLS)", "Simplify the task")
 
@@ -595,6 +674,11 @@ class _MaxToolCalls(_CountLimit):
         if self.tool is None:
             return slot.tally.tool_calls
         return slot.tally.tool_calls_by_name.get(self.tool, 0)
+
+    def ledger_metric(self, event: Any) -> str | None:
+        if self.tool is None:
+            return "tool_calls"
+        return f"tool_calls:{self.tool}" if event.name == self.tool else None
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         assert slot is not None
@@ -663,6 +747,31 @@ class _MaxTokens(_CountLimit):
         if self.kind == "output":
             return tally.output_tokens
         return tally.input_tokens + tally.output_tokens
+
+    reserves = True
+
+    def ledger_metric(self, event: Any) -> str | None:
+        return f"{self.kind}_tokens"
+
+    def ledger_amount(self, event: Any, slot: Slot, ctx: Context) -> tuple[int, int | None]:
+        # A request with no max_tokens holds one token: its answer is checked when it comes.
+        prompt = event.input_tokens
+        if prompt is None:
+            prompt = slot.tally.last_input_tokens
+        if self.kind == "input":
+            return prompt, None
+        wanted = event.max_tokens
+        lowerable = wanted is not None and event.adjustable
+        if self.kind == "output":
+            return (wanted or 1), (1 if lowerable else None)
+        return prompt + (wanted or 1), (prompt + 1 if lowerable else None)
+
+    def ledger_actual(self, event: ModelResponse, cost: int | None) -> int:
+        if self.kind == "input":
+            return event.input_tokens
+        if self.kind == "output":
+            return event.output_tokens
+        return event.input_tokens + event.output_tokens
 
     def _held(self, slot: Slot) -> int:
         """Tokens used this round, with what the requests in flight reserved."""
@@ -778,6 +887,32 @@ class _MaxCost(Leaf):
 
     def amount(self, value: int | float) -> int:
         return units(Decimal(str(value)))
+
+    reserves = True
+
+    def ledger_metric(self, event: Any) -> str | None:
+        return "nano_usd"
+
+    def ledger_amount(self, event: Any, slot: Slot, ctx: Context) -> tuple[int, int | None]:
+        # A request with no max_tokens holds a nano-dollar: its answer is checked when it comes.
+        if event.max_tokens is None or not event.model:
+            return 1, None
+        prompt = event.input_tokens
+        if prompt is None:
+            prompt = slot.tally.last_input_tokens
+        return max(1, nano_ceil(ctx.request_cost(event.model, prompt, event.max_tokens))), None
+
+    def ledger_units(self, value: Any) -> int:
+        return nano_floor(int(value))
+
+    def from_ledger(self, amount: int) -> int:
+        return amount * NANO
+
+    def ledger_actual(self, event: ModelResponse, cost: int | None) -> int:
+        return 0 if cost is None else nano_ceil(cost)
+
+    def ledger_show(self, amount: int) -> str:
+        return f"${_money(amount * NANO)}"
 
     def dump(self, value: int) -> str:
         return str(dollars(value))
@@ -979,15 +1114,29 @@ class _Check(Leaf):
 # Factories
 
 
+def _share(key: str | None, per: str | None, tz: str | None, name: str) -> Share | None:
+    if key is None:
+        if per is not None or tz is not None:
+            raise InvalidValueError(
+                f"{name}(per)" if per is not None else f"{name}(tz)",
+                per if per is not None else tz,
+                "per= and tz= only with key=, the shared budget they window "
+                f"(e.g. {name}(..., key='team-a', per='day'))",
+            )
+        return None
+    return Share(key, per, tz, name)
+
+
 def _options(
     scope: Scope,
     warn_at: float | None,
     on_limit: str | Policy,
     shadow: bool,
     default: str = "abort",
+    share: Share | None = None,
 ) -> str:
     """The non-default keyword arguments, as the user would have written them."""
-    parts = []
+    parts = [] if share is None else [share.args().removeprefix(", ")]
     if scope != "run":
         parts.append(f"scope={scope!r}")
     if warn_at is not None:
@@ -1006,14 +1155,27 @@ def max_turns(
     warn_at: float | None = None,
     on_limit: str | Policy = "abort",
     shadow: bool = False,
+    key: str | None = None,
+    per: str | None = None,
+    tz: str | None = None,
 ) -> Limit:
     """At most ``n`` turns per round: the ``n+1``th turn trips before it runs.
 
     ``0`` trips before every turn (approval mode); ``unlimited`` never trips but still counts.
+    With ``key=``, the turns of every governor naming that key on the same ledger count
+    together (``per=`` a calendar window: "hour", "day", "week", "month"; ``tz=`` its zone).
     """
-    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow)
+    share = _share(key, per, tz, "max_turns")
+    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
     return _MaxTurns(
-        n, args, name="max_turns", scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow
+        n,
+        args,
+        name="max_turns",
+        scope=scope,
+        warn_at=warn_at,
+        on_limit=on_limit,
+        shadow=shadow,
+        share=share,
     )
 
 
@@ -1024,9 +1186,14 @@ def max_model_calls(
     warn_at: float | None = None,
     on_limit: str | Policy = "abort",
     shadow: bool = False,
+    key: str | None = None,
+    per: str | None = None,
+    tz: str | None = None,
 ) -> Limit:
-    """At most ``n`` model calls: the ``n+1``th trips before it is sent."""
-    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow)
+    """At most ``n`` model calls: the ``n+1``th trips before it is sent. ``key=``, ``per=``
+    and ``tz=`` share the budget, as for ``max_turns``."""
+    share = _share(key, per, tz, "max_model_calls")
+    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
     return _MaxModelCalls(
         n,
         args,
@@ -1035,6 +1202,7 @@ def max_model_calls(
         warn_at=warn_at,
         on_limit=on_limit,
         shadow=shadow,
+        share=share,
     )
 
 
@@ -1046,16 +1214,21 @@ def max_tool_calls(
     warn_at: float | None = None,
     on_limit: str | Policy | None = None,
     shadow: bool = False,
+    key: str | None = None,
+    per: str | None = None,
+    tz: str | None = None,
 ) -> Limit:
     """At most ``n`` tool calls (of ``tool``, when given): the ``n+1``th is refused before it runs.
 
     The overall budget aborts by default (``on_limit="synthesize"`` salvages an answer); a
     per-tool cap blocks the one call by default, so the model can go on with other tools.
+    ``key=``, ``per=`` and ``tz=`` share the budget, as for ``max_turns``.
     """
     default = "abort" if tool is None else "block"
     policy = default if on_limit is None else on_limit
     shown = "" if tool is None else f", tool={tool!r}"
-    args = f"{n!r}{shown}" + _options(scope, warn_at, policy, shadow, default)
+    share = _share(key, per, tz, "max_tool_calls")
+    args = f"{n!r}{shown}" + _options(scope, warn_at, policy, shadow, default, share)
     return _MaxToolCalls(
         n,
         args,
@@ -1065,6 +1238,7 @@ def max_tool_calls(
         warn_at=warn_at,
         on_limit=policy,
         shadow=shadow,
+        share=share,
     )
 
 
@@ -1077,17 +1251,22 @@ def max_tokens(
     warn_at: float | None = None,
     on_limit: str | Policy = "abort",
     shadow: bool = False,
+    key: str | None = None,
+    per: str | None = None,
+    tz: str | None = None,
 ) -> Limit:
     """At most this many tokens: ``max_tokens(100_000)`` counts input and output together;
     ``input=`` and ``output=`` limit each. Checked before a request ("would exceed": none left)
-    and after its usage arrives ("exceeded")."""
+    and after its usage arrives ("exceeded"). ``key=``, ``per=`` and ``tz=`` share the budget,
+    as for ``max_turns``: a request holds its worst case in the ledger until it is answered."""
     given = {"total": total, "input": input, "output": output}
     chosen = {kind: value for kind, value in given.items() if value is not None}
     if not chosen:
         raise InvalidValueError(
             "max_tokens", None, "at least one of total, input= or output=, e.g. max_tokens(100_000)"
         )
-    options = _options(scope, warn_at, on_limit, shadow)
+    share = _share(key, per, tz, "max_tokens")
+    options = _options(scope, warn_at, on_limit, shadow, share=share)
     leaves = [
         _MaxTokens(
             value,
@@ -1098,6 +1277,7 @@ def max_tokens(
             warn_at=warn_at,
             on_limit=on_limit,
             shadow=shadow,
+            share=share,
         )
         for kind, value in chosen.items()
     ]
@@ -1111,13 +1291,27 @@ def max_cost(
     warn_at: float | None = None,
     on_limit: str | Policy = "abort",
     shadow: bool = False,
+    key: str | None = None,
+    per: str | None = None,
+    tz: str | None = None,
 ) -> Limit:
     """At most ``usd`` dollars. A request whose worst-case cost (its ``max_tokens`` all used)
     would pass the limit trips before it is sent; the total is checked again when usage arrives.
-    A model with no known price is a configuration error, never $0."""
+    A model with no known price is a configuration error, never $0. With ``key=`` (and
+    ``per=``, ``tz=``), every governor naming the key on the same ledger spends one budget:
+    ``max_cost("20", key="team-a", per="day")``."""
     amount = _check_money(usd, "max_cost")
-    args = f"{str(amount)!r}" + _options(scope, warn_at, on_limit, shadow)
-    return _MaxCost(amount, args, scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow)
+    share = _share(key, per, tz, "max_cost")
+    args = f"{str(amount)!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
+    return _MaxCost(
+        amount,
+        args,
+        scope=scope,
+        warn_at=warn_at,
+        on_limit=on_limit,
+        shadow=shadow,
+        share=share,
+    )
 
 
 def timeout(

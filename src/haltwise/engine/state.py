@@ -9,10 +9,19 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from .ledger import Budget
 from .outcome import Usage
 from .pricing import dollars, units
 
-__all__ = ["InFlight", "Reservation", "Slot", "Tally"]
+__all__ = [
+    "Hold",
+    "InFlight",
+    "Reservation",
+    "Slot",
+    "Tally",
+    "budget_from_list",
+    "budget_to_list",
+]
 
 
 class Tally:
@@ -110,9 +119,13 @@ class Tally:
         self.started_at = now - float(data["elapsed"])
 
 
+#: What a request holds of one shared budget: (budget, grant id, amount, the shared limit that
+#: reserved it, or None for a request restored from a checkpoint).
+Hold = tuple[Budget, str, int, Any]
 #: One model request in flight: (request_id, model, prompt tokens, max_tokens or 0, worst-case
-#: cost in engine units when a cost limit priced it). A tuple: one is made for every request.
-Reservation = tuple[str, str, int, int, "int | None"]
+#: cost in engine units when a cost limit priced it, its shared-budget holds). A tuple: one is
+#: made for every request.
+Reservation = tuple[str, str, int, int, "int | None", "tuple[Hold, ...]"]
 
 
 class InFlight:
@@ -161,15 +174,26 @@ class InFlight:
 
     def to_list(self) -> list[list[Any]]:
         return [
-            [request_id, model, prompt, output, None if cost is None else str(dollars(cost))]
-            for request_id, model, prompt, output, cost in self.requests
+            [
+                request_id,
+                model,
+                prompt,
+                output,
+                None if cost is None else str(dollars(cost)),
+                [[*budget_to_list(budget), grant, amount] for budget, grant, amount, _ in holds],
+            ]
+            for request_id, model, prompt, output, cost, holds in self.requests
         ]
 
     @staticmethod
     def from_list(data: list[Any]) -> list[Reservation]:
         """Reservations from ``to_list``; raises ValueError or TypeError on anything else."""
         reservations: list[Reservation] = []
-        for request_id, model, prompt, output, cost in data:
+        for request_id, model, prompt, output, cost, *rest in data:
+            holds = tuple(
+                (budget_from_list(item[:4]), str(item[4]), int(item[5]), None)
+                for item in (rest[0] if rest else [])
+            )
             reservations.append(
                 (
                     str(request_id),
@@ -177,9 +201,20 @@ class InFlight:
                     int(prompt),
                     int(output),
                     None if cost is None else units(Decimal(cost)),
+                    holds,
                 )
             )
         return reservations
+
+
+def budget_to_list(budget: Budget) -> list[Any]:
+    return [budget.key, budget.metric, budget.window, budget.resets_at]
+
+
+def budget_from_list(data: list[Any]) -> Budget:
+    key, metric, window, resets_at = data
+    resets = None if resets_at is None else float(resets_at)
+    return Budget(str(key), str(metric), str(window), resets)
 
 
 class Slot:

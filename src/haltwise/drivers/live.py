@@ -1,0 +1,162 @@
+"""Runs a fleet can see and reach: registered in the ledger, heartbeating, stoppable and
+answerable from any machine that reaches it.
+
+- ``LiveRun`` registers a governed run (its id, host, pid, model, limits, the budget keys it
+  spends) and, every ``interval`` seconds on a daemon thread, sends its counts and status; the
+  heartbeat also renews the leases of its requests in flight. When the ledger says the run was
+  told to stop (``haltwise stop``), the run's governor is killed: its next event, or the call in
+  flight where the driver can interrupt it, ends it ``cancelled`` with reason ``killed``.
+- ``ledger_prompter`` asks the human through the ledger: it posts the question and waits for
+  ``haltwise approve`` (from anywhere) up to ``timeout`` seconds; no answer means abort.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from ..engine.decisions import Answer, Ask, Choice
+from ..engine.errors import LedgerError
+from ..engine.governor import Governor
+from ..engine.ledger import DEFAULT_LEASE, Ledger, RunInfo
+from ..engine.limits import Leaf
+from ..engine.outcome import Outcome
+from ..eventlog import outcome_to_dict, usage_to_dict
+
+__all__ = ["APPROVAL_TIMEOUT", "HEARTBEAT_SECONDS", "LiveRun", "ledger_prompter", "shared_keys"]
+
+#: How long a run waits for an answer posted through the ledger, by default (seconds).
+APPROVAL_TIMEOUT = 600.0
+#: How often a live run tells the ledger it is still going, by default (seconds).
+HEARTBEAT_SECONDS = 2.0
+
+
+def shared_keys(governor: Governor) -> tuple[str, ...]:
+    """The budget keys a governor's limits spend, in the order they are written."""
+    keys = [
+        leaf.share.key
+        for leaf in governor.limits.leaves()
+        if isinstance(leaf, Leaf) and leaf.share is not None
+    ]
+    return tuple(dict.fromkeys(keys))
+
+
+class LiveRun:
+    """One governed run, registered in a ledger and heartbeating until it ends."""
+
+    def __init__(
+        self,
+        governor: Governor,
+        ledger: Ledger,
+        *,
+        model: str = "",
+        interval: float = HEARTBEAT_SECONDS,
+        lease: float = DEFAULT_LEASE,
+    ) -> None:
+        self.governor = governor
+        self.ledger = ledger
+        self.model = model
+        self.interval = interval
+        self.lease = lease
+        self.run_id = ""
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._killed = False
+        self._registered = False
+        self._info = RunInfo("")
+
+    def start(self) -> None:
+        """Register the governor's current run (after its ``RunStarted``) and start beating."""
+        self.run_id = self.governor.run_id
+        self._info = RunInfo(
+            run_id=self.run_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            model=self.model,
+            limits=repr(self.governor.limits),
+            keys=shared_keys(self.governor),
+        )
+        self.beat()
+        self._thread = threading.Thread(
+            target=self._beating, name=f"haltwise-heartbeat-{self.run_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _beating(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.beat()
+
+    def beat(self) -> None:
+        """Send the run's counts and status now; heed a kill flag."""
+        governor = self.governor
+        status = "waiting" if governor.pending is not None else "running"
+        try:
+            if not self._registered:
+                # Until the ledger has taken it: a ledger that is down now is tried again.
+                self.ledger.register(self._info)
+                self._registered = True
+            reason = self.ledger.heartbeat(
+                self.run_id, usage_to_dict(governor.usage), status, self.lease
+            )
+        except LedgerError:
+            return
+        if reason is not None and not self._killed:
+            self._killed = True
+            governor.kill(reason)
+
+    def finish(self, outcome: Outcome | None) -> None:
+        """Stop beating and record how the run ended."""
+        self._stopping.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval + 5)
+        if outcome is not None:
+            # If the ledger is down, the run shows as stale; its checkpoint has its counts.
+            with contextlib.suppress(LedgerError):
+                self.ledger.finish(self.run_id, outcome_to_dict(outcome))
+
+
+_CHOICES = {
+    Choice.CONTINUE: "continue",
+    Choice.EXTEND: "extend",
+    Choice.WRAP_UP: "wrap_up",
+    Choice.ABORT: "abort",
+}
+
+
+def ledger_prompter(
+    ledger: Ledger,
+    *,
+    timeout: float = APPROVAL_TIMEOUT,
+    poll: float = 0.25,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[Ask], Answer | None]:
+    """A prompter that posts the question to the ledger and waits up to ``timeout`` seconds
+    (or the ask's own, if shorter) for an answer given elsewhere (``haltwise approve``)."""
+
+    def prompt(ask: Ask) -> Answer | None:
+        owner = ask.owner
+        run_id = owner.run_id if isinstance(owner, Governor) else ""
+        choices = tuple(_CHOICES[choice] for choice in ask.choices)
+        ledger.ask(run_id, ask.question, choices)
+        wait = timeout if ask.timeout is None else min(timeout, ask.timeout)
+        deadline = clock() + wait
+        while clock() < deadline:
+            try:
+                (pending,) = ledger.pending(run_id) or (None,)
+            except LedgerError:
+                pending = None
+            if pending is not None and pending.answer is not None:
+                choice = {name: choice for choice, name in _CHOICES.items()}[pending.answer]
+                if choice is Choice.EXTEND:
+                    return Answer(Choice.EXTEND, pending.amount or 1)
+                return Answer(choice)
+            if isinstance(owner, Governor) and owner.cancel_requested:
+                return None
+            time.sleep(poll)
+        return None
+
+    return prompt

@@ -1,0 +1,403 @@
+"""The SQLite ledger: one file, safe for any number of processes on one machine.
+
+Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and the spend it
+allows are one step across processes (SQLite takes the write lock at the start of the
+transaction; others wait up to the busy timeout). WAL mode lets readers go on meanwhile.
+Leases and heartbeats use ``time.time()``: every process on one machine shares that clock.
+
+The agent's store (``haltwise.agent.store.Store``) is this ledger with the agent's own tables
+added; any ``sqlite:///PATH`` URL may point at the agent's store file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..engine.errors import ConfigurationError, LedgerError
+from ..engine.ledger import (
+    DEFAULT_LEASE,
+    Budget,
+    BudgetState,
+    Grant,
+    Ledger,
+    Pending,
+    RunInfo,
+    new_id,
+)
+
+__all__ = ["SqliteLedger"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id TEXT PRIMARY KEY,
+    saved_at REAL NOT NULL,
+    messages INTEGER,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger_budgets (
+    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    window TEXT NOT NULL,
+    resets_at REAL,
+    spent INTEGER NOT NULL DEFAULT 0,
+    lim INTEGER
+);
+CREATE TABLE IF NOT EXISTS ledger_holds (
+    id TEXT PRIMARY KEY,
+    budget TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    expires REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_holds_by_budget ON ledger_holds(budget, expires);
+CREATE INDEX IF NOT EXISTS ledger_holds_by_holder ON ledger_holds(holder);
+CREATE TABLE IF NOT EXISTS ledger_done (
+    id TEXT PRIMARY KEY,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger_runs (
+    run_id TEXT PRIMARY KEY,
+    info TEXT NOT NULL,
+    started REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    live INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger_kills (
+    run_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger_pending (
+    run_id TEXT PRIMARY KEY,
+    question TEXT NOT NULL,
+    choices TEXT NOT NULL,
+    asked REAL NOT NULL,
+    answer TEXT,
+    amount INTEGER
+);
+"""
+
+#: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
+_DONE_DAYS = 7
+
+
+class SqliteLedger(Ledger):
+    """A ledger in one SQLite file. Thread-safe; safe across processes (WAL, busy timeout)."""
+
+    #: Tables of subclasses, created with the ledger's.
+    schema = ""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path).expanduser()
+        self._clock = clock
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.executescript(_SCHEMA + self.schema)
+        except (OSError, sqlite3.Error) as error:
+            raise ConfigurationError(
+                f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
+                "folder is writable and the file is a SQLite database, or choose another file"
+            ) from None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SqliteLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as error:
+                raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
+
+    # --- checkpoints -----------------------------------------------------------------------
+
+    def save_checkpoint(self, run_id: str, data: dict[str, Any]) -> str:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO checkpoints (run_id, saved_at, messages, data) VALUES (?, ?, NULL, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET saved_at=excluded.saved_at, data=excluded.data",
+                (run_id, self._clock(), json.dumps(data)),
+            )
+        return "sqlite:" + run_id
+
+    def load_checkpoint(self, ref: str) -> dict[str, Any]:
+        run_id = ref.removeprefix("sqlite:")
+        rows = self._query("SELECT data FROM checkpoints WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise LedgerError(f"no checkpoint {ref!r} in the SQLite ledger {str(self.path)!r}")
+        data: dict[str, Any] = json.loads(rows[0][0])
+        return data
+
+    # --- budgets ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _used(db: sqlite3.Connection, budget_id: str, now: float) -> int:
+        """Spent plus held, expired holds swept."""
+        db.execute("DELETE FROM ledger_holds WHERE budget = ? AND expires <= ?", (budget_id, now))
+        row = db.execute(
+            "SELECT (SELECT spent FROM ledger_budgets WHERE id = ?), "
+            "(SELECT COALESCE(SUM(amount), 0) FROM ledger_holds WHERE budget = ?)",
+            (budget_id, budget_id),
+        ).fetchone()
+        return int(row[0] or 0) + int(row[1])
+
+    @staticmethod
+    def _know(db: sqlite3.Connection, budget: Budget, limit: int | None) -> str:
+        db.execute(
+            "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, lim) "
+            "VALUES (?, ?, ?, ?, ?, 0, ?) "
+            "ON CONFLICT(id) DO UPDATE SET lim = COALESCE(excluded.lim, lim)",
+            (budget.id, budget.key, budget.metric, budget.window, budget.resets_at, limit),
+        )
+        return budget.id
+
+    def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
+        with self._transaction() as db:
+            budget_id = self._know(db, budget, limit)
+            used = self._used(db, budget_id, self._clock())
+            if used + amount > limit:
+                return Grant("", 0, used)
+            db.execute(
+                "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
+            )
+            return Grant("", amount, used)
+
+    def reserve(
+        self,
+        budget: Budget,
+        amount: int,
+        limit: int,
+        *,
+        holder: str,
+        minimum: int | None = None,
+        lease: float = DEFAULT_LEASE,
+    ) -> Grant:
+        with self._transaction() as db:
+            now = self._clock()
+            budget_id = self._know(db, budget, limit)
+            used = self._used(db, budget_id, now)
+            granted = min(amount, limit - used)
+            if granted < (amount if minimum is None else max(minimum, 1)):
+                return Grant("", 0, used)
+            grant_id = new_id()
+            db.execute(
+                "INSERT INTO ledger_holds (id, budget, amount, holder, expires) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (grant_id, budget_id, granted, holder, now + lease),
+            )
+            return Grant(grant_id, granted, used)
+
+    def commit(self, budget: Budget, grant_id: str, actual: int) -> int:
+        return self.spend(budget, actual, grant_id)
+
+    def release(self, budget: Budget, grant_id: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM ledger_holds WHERE id = ?", (grant_id,))
+            self._remember(db, grant_id)
+
+    def spend(self, budget: Budget, amount: int, op_id: str) -> int:
+        with self._transaction() as db:
+            budget_id = self._know(db, budget, None)
+            db.execute("DELETE FROM ledger_holds WHERE id = ?", (op_id,))
+            if self._remember(db, op_id):
+                db.execute(
+                    "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
+                )
+            return self._used(db, budget_id, self._clock())
+
+    def _remember(self, db: sqlite3.Connection, op_id: str) -> bool:
+        """Record ``op_id`` as settled; False if it already was."""
+        now = self._clock()
+        cursor = db.execute(
+            "INSERT INTO ledger_done (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+            (op_id, now),
+        )
+        if cursor.rowcount and int(now) % 64 == 0:
+            db.execute("DELETE FROM ledger_done WHERE at < ?", (now - _DONE_DAYS * 86400,))
+        return bool(cursor.rowcount)
+
+    def budgets(self) -> list[BudgetState]:
+        with self._transaction() as db:
+            now = self._clock()
+            db.execute("DELETE FROM ledger_holds WHERE expires <= ?", (now,))
+            rows = db.execute(
+                "SELECT b.key, b.metric, b.window, b.resets_at, b.spent, b.lim, "
+                "COALESCE((SELECT SUM(amount) FROM ledger_holds h WHERE h.budget = b.id), 0) "
+                "FROM ledger_budgets b ORDER BY b.key, b.metric, b.window"
+            ).fetchall()
+        return [
+            BudgetState(Budget(key, metric, window, resets), int(spent), int(held), lim)
+            for key, metric, window, resets, spent, lim, held in rows
+        ]
+
+    # --- live runs -------------------------------------------------------------------------
+
+    def register(self, info: RunInfo) -> None:
+        now = self._clock()
+        started = info.started or now
+        record = json.dumps(replace(info, started=started, heartbeat=now, outcome=None).to_dict())
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO ledger_runs (run_id, info, started, heartbeat, live) "
+                "VALUES (?, ?, ?, ?, 1) ON CONFLICT(run_id) DO UPDATE SET info = excluded.info, "
+                "heartbeat = excluded.heartbeat, live = 1",
+                (info.run_id, record, started, now),
+            )
+
+    def heartbeat(
+        self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
+    ) -> str | None:
+        with self._transaction() as db:
+            now = self._clock()
+            row = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is not None:
+                data = json.loads(row[0])
+                data.update(counts=counts, status=status, heartbeat=now)
+                db.execute(
+                    "UPDATE ledger_runs SET info = ?, heartbeat = ? WHERE run_id = ?",
+                    (json.dumps(data), now, run_id),
+                )
+            db.execute(
+                "UPDATE ledger_holds SET expires = ? WHERE holder = ? AND expires > ?",
+                (now + lease, run_id, now),
+            )
+            kill = db.execute(
+                "SELECT reason FROM ledger_kills WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if kill is None else str(kill[0])
+
+    def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            now = self._clock()
+            row = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
+            data = (
+                json.loads(row[0])
+                if row is not None
+                else RunInfo(run_id, started=now, heartbeat=now).to_dict()
+            )
+            data.update(outcome=outcome, status=str(outcome.get("status", "ended")), heartbeat=now)
+            db.execute(
+                "INSERT INTO ledger_runs (run_id, info, started, heartbeat, live) "
+                "VALUES (?, ?, ?, ?, 0) ON CONFLICT(run_id) DO UPDATE SET info = excluded.info, "
+                "heartbeat = excluded.heartbeat, live = 0",
+                (run_id, json.dumps(data), data["started"], now),
+            )
+            db.execute("DELETE FROM ledger_pending WHERE run_id = ?", (run_id,))
+
+    def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
+        where = "WHERE live = 1 " if live else ""
+        rows = self._query(
+            f"SELECT info FROM ledger_runs {where}ORDER BY started DESC LIMIT ?", (limit,)
+        )
+        return [RunInfo.from_dict(json.loads(row[0])) for row in rows]
+
+    # --- kill flags ------------------------------------------------------------------------
+
+    def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
+        with self._transaction() as db:
+            if run_id is not None:
+                told = [run_id]
+            else:
+                rows = db.execute("SELECT run_id, info FROM ledger_runs WHERE live = 1").fetchall()
+                told = [
+                    found
+                    for found, info in rows
+                    if key is None or key in json.loads(info).get("keys", [])
+                ]
+            db.executemany(
+                "INSERT INTO ledger_kills (run_id, reason) VALUES (?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET reason = excluded.reason",
+                [(told_id, reason) for told_id in told],
+            )
+        return told
+
+    def killed(self, run_id: str) -> str | None:
+        rows = self._query("SELECT reason FROM ledger_kills WHERE run_id = ?", (run_id,))
+        return None if not rows else str(rows[0][0])
+
+    # --- decisions -------------------------------------------------------------------------
+
+    def ask(self, run_id: str, question: str, choices: tuple[str, ...]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO ledger_pending (run_id, question, choices, asked, answer, amount) "
+                "VALUES (?, ?, ?, ?, NULL, NULL) ON CONFLICT(run_id) DO UPDATE SET "
+                "question = excluded.question, choices = excluded.choices, "
+                "asked = excluded.asked, answer = NULL, amount = NULL",
+                (run_id, question, json.dumps(list(choices)), self._clock()),
+            )
+
+    def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT question, choices, asked, answer FROM ledger_pending WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                raise LedgerError(f"run {run_id!r} is not waiting for an answer")
+            question, choices, asked, answered = row
+            if answered is not None:
+                raise LedgerError(
+                    f"run {run_id!r} was already answered ({answered}); the first answer wins"
+                )
+            options = tuple(json.loads(choices))
+            if choice not in options:
+                raise LedgerError(
+                    f"{choice!r} is not a choice for run {run_id!r}: one of {', '.join(options)}"
+                )
+            db.execute(
+                "UPDATE ledger_pending SET answer = ?, amount = ? WHERE run_id = ?",
+                (choice, amount, run_id),
+            )
+        return Pending(run_id, question, options, float(asked), choice, amount)
+
+    def pending(self, run_id: str | None = None) -> list[Pending]:
+        sql = "SELECT run_id, question, choices, asked, answer, amount FROM ledger_pending"
+        rows = (
+            self._query(sql + " WHERE run_id = ?", (run_id,))
+            if run_id is not None
+            else self._query(sql + " ORDER BY asked")
+        )
+        return [
+            Pending(found, question, tuple(json.loads(choices)), float(asked), answer, amount)
+            for found, question, choices, asked, answer, amount in rows
+        ]
