@@ -142,6 +142,8 @@ class Governor:
         #: The clock, as limits see it (the Context protocol).
         self.now = clock
         self._pricer = None if pricer is None else in_units(pricer)
+        #: The pricer's ``units``, looked up once: it runs for every response.
+        self._unit_price: Callable[[str, int, int, int, int], int | None] | None = None
         if isinstance(ledger, str):
             from ..ledgers import open_ledger
 
@@ -1231,7 +1233,6 @@ class Governor:
         fast: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
         allowing: list[tuple[Leaf, Slot, Context]] = []
         deadlines: list[tuple[Leaf, Slot, Context]] = []
-        timers: list[tuple[Leaf, Slot]] = []
         shared: dict[type, list[_Check]] = {t: [] for t in ALL_EVENTS}
         for limit, owned, ctx in contexts:
             for member in limit.members():
@@ -1245,16 +1246,13 @@ class Governor:
                     continue
                 # A plain time limit (no soft threshold, not in shadow) has nothing to say
                 # before its deadline: it is left out of the tables until then.
-                timer = False
-                if (
+                timer = (
                     isinstance(member, Leaf)
                     and slot is not None
                     and member.reason == "time_limit"
                     and not member.shadow
                     and member.warn_at is None
-                ):
-                    timers.append((member, slot))
-                    timer = True
+                )
                 after = set(member.post_events)
                 if member.warn_at is not None:
                     after.update(member.pre_events)
@@ -1273,7 +1271,6 @@ class Governor:
         self._fast_tables = {t: (tuple(pre), tuple(post)) for t, (pre, post) in fast.items()}
         self._allowing = tuple(allowing)
         self._deadlines = tuple(deadlines)
-        self._timers = tuple(timers)
         self._shared_checks = {t: tuple(checks) for t, checks in shared.items() if checks}
         self._shared_turn = self._shared_checks.get(TurnStarting, ())
         self._shared_request = self._shared_checks.get(ModelRequest, ())
@@ -1285,16 +1282,15 @@ class Governor:
         (``handle`` looks at the clock against it). Called whenever a deadline may have moved:
         a run started, a limit was continued or extended, limits or phases changed, a restore.
         """
-        due: float | None = None
-        for limit, slot in self._timers:
-            at = limit.deadline(slot)
-            if at is not None and (due is None or at < due):
-                due = at
-        earliest: float | None = None
+        due = earliest = None
         for limit, slot, _ in self._deadlines:
             at = limit.deadline(slot)
-            if at is not None and (earliest is None or at < earliest):
+            if at is None:
+                continue
+            if earliest is None or at < earliest:
                 earliest = at
+            if limit.warn_at is None and (due is None or at < due):
+                due = at  # a plain time limit: left out of the tables until then
         self._earliest = earliest
         if due is not None and self._clock() >= due:
             self._time_is_up()
@@ -1334,7 +1330,10 @@ class Governor:
         """A call's cost in engine units, or None when it has no price."""
         if not model:
             return None
-        return self._pricing().units(model, input_tokens, output_tokens, cache_read, cache_write)
+        price = self._unit_price
+        if price is None:
+            price = self._unit_price = self._pricing().units
+        return price(model, input_tokens, output_tokens, cache_read, cache_write)
 
     def __repr__(self) -> str:
         return f"Governor({self._limits!r})"

@@ -815,14 +815,15 @@ class _MaxTokens(_CountLimit):
                 )
             return None
         room = self._room(event, slot, held, cap)
-        # Kept for ``allowance``, which the governor asks next about the same request.
-        slot.state = (event, room)
+        wanted = event.max_tokens
+        # Kept for ``allowance``, which the governor asks next about the same request: the
+        # request itself when it fits as asked, else the room it may have.
+        slot.state = event if wanted is not None and wanted <= room else (event, room)
         if room <= 0:
             return (
                 f"Token limit would be exceeded: total_tokens={held} of {cap}, and this "
                 f"request's prompt leaves no room for an answer ({self!r})"
             )
-        wanted = event.max_tokens
         if not event.adjustable and wanted is not None and wanted > room:
             return (
                 f"Token limit would be exceeded: {self.kind}_tokens={held} of {cap}, and this "
@@ -835,6 +836,9 @@ class _MaxTokens(_CountLimit):
         if self.maximum is None or self.kind == "input":
             return None
         checked = slot.state
+        if checked is event:
+            slot.state = None
+            return None  # it fits as asked
         if checked is not None and checked[0] is event:
             room: int = checked[1]
         else:  # not checked before (a child's count, a human's "continue")
