@@ -15,6 +15,7 @@ Every bad value raises ``InvalidValueError`` naming its source, the value, and t
     timeout = "30m"             # seconds, or "90s", "30m", "1h30m"
     warn_at = 0.8               # a note for the model at 80% of each limit
     on_limit = "ask"            # abort | ask | synthesize | best_effort
+    ledger = "sqlite:///home/me/fleet.db"   # or redis://host:6379/0 (shared budgets, live runs)
 
     [tool_calls]                # per-tool caps
     web_search = 5
@@ -51,6 +52,7 @@ from .engine.limits import (
     timeout,
 )
 from .engine.policies import POLICY_NAMES
+from .ledgers import check_ledger_url
 from .pricing import ModelRate, parse_price_table
 
 if sys.version_info >= (3, 11):
@@ -98,6 +100,8 @@ class Settings:
     tool_calls: Mapping[str, int] = field(default_factory=dict)
     #: Prices that override and extend genai-prices.
     prices: Mapping[str, ModelRate] = field(default_factory=dict)
+    #: The ledger's URL (shared budgets, live runs); None: the agent's own store.
+    ledger: str | None = None
     #: Where each setting came from, for messages: setting name -> source.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -230,6 +234,7 @@ _PARSERS: dict[str, Any] = {
     "timeout": parse_duration,
     "warn_at": parse_fraction,
     "on_limit": parse_policy,
+    "ledger": check_ledger_url,
 }
 
 #: Environment variable -> setting.

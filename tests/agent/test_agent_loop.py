@@ -98,7 +98,11 @@ def agent_for(
     approver: Callable[[str], bool] | None = None,
     clock: Callable[[], float] = time.monotonic,
     repeat_last: bool = False,
+    approval_timeout: float = 0.0,
 ) -> Iterator[tuple[Agent, ScriptedServer, Recorder]]:
+    """An agent on the scripted server. With a store and no prompter, an ask waits for an
+    answer through the store's ledger: ``approval_timeout`` (none by default, so that it stops
+    at once as an agent with no UI and no ledger does)."""
     recorder = Recorder()
     with ScriptedServer(script, model=MODEL, repeat_last=repeat_last) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
@@ -113,6 +117,7 @@ def agent_for(
             listener=recorder,
             prompter=prompter,
             base_url=server.base_url,
+            approval_timeout=approval_timeout,
         )
         yield agent, server, recorder
         client.close()

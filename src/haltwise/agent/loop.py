@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..drivers.guard import Guard, Run
+from ..drivers.live import APPROVAL_TIMEOUT
 from ..drivers.prompters import Prompter
 from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, HaltwiseError
@@ -51,6 +52,7 @@ from ..engine.events import (
     TurnStarting,
 )
 from ..engine.governor import Governor
+from ..engine.ledger import Ledger
 from ..engine.limits import Leaf, Limit, LimitStatus, Unlimited, max_turns
 from ..engine.outcome import Outcome, Usage
 from ..engine.policies import Evidence
@@ -238,6 +240,10 @@ class _AgentRun(Run):
     def __enter__(self) -> _AgentRun:
         return self
 
+    def started(self) -> None:
+        """The run's first event is in: it goes live in the ledger (if it is shared)."""
+        self._go_live()
+
 
 @dataclass
 class _Call:
@@ -265,7 +271,9 @@ class Agent:
 
     ``client`` is an ``openai.OpenAI``; ``limits`` the limit expression (or pass ``governor``);
     ``store`` the SQLite store that keeps conversations and checkpoints (optional);
-    ``prompter`` asks the human at a limit (None: no UI, a limit that asks stops the run).
+    ``ledger`` where shared budgets are spent and runs are seen live (default: the store);
+    ``prompter`` asks the human at a limit. With none, a run seen live in a ledger waits up to
+    ``approval_timeout`` seconds for ``haltwise approve``; with no ledger, it stops there.
     """
 
     def __init__(
@@ -279,6 +287,8 @@ class Agent:
         pricer: Any = None,
         clock: Callable[[], float] = time.monotonic,
         store: Store | None = None,
+        ledger: Ledger | None = None,
+        approval_timeout: float = APPROVAL_TIMEOUT,
         listener: Listener | None = None,
         prompter: Prompter | None = None,
         system_prompt: str | None = None,
@@ -291,15 +301,20 @@ class Agent:
         self.store = store
         self.listener = listener or Listener()
         self.max_output_tokens = max_output_tokens
-        self.governor = governor or Governor(limits, clock=clock, pricer=pricer, ledger=store)
+        self.governor = governor or Governor(
+            limits, clock=clock, pricer=pricer, ledger=ledger if ledger is not None else store
+        )
         self._lock = self.governor.lock
         self._prompter = prompter
         self.guard = Guard(
             governor=self.governor,
             prompter=None if prompter is None else self._ask,
             synthesizer=self._synthesize,
-            live=False,  # the agent's own store: its runs are its own (a fleet ledger: #11)
+            approval_timeout=approval_timeout,
         )
+        # Stopped from elsewhere (another thread, ``haltwise stop`` through the ledger): the
+        # call in flight is cut off as for a cancel.
+        self.governor.on_cancel(self._governor_cancelled)
         prompt = (system_prompt or SYSTEM_PROMPT).format(workspace=toolbox.workspace.root)
         #: The conversation, as OpenAI chat messages.
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
@@ -391,12 +406,34 @@ class Agent:
         if not self._running:
             return False
         self._cancel_reason = reason
+        self._cut_off()
+        return True
+
+    def _governor_cancelled(self) -> None:
+        """The governor was cancelled or killed by someone else: it has the reason; the
+        agent only cuts off what is in flight."""
+        if self._running and not self._cancel.is_set():
+            self._cancel_reason = ""
+            self._cut_off()
+
+    def _cut_off(self) -> None:
         self._cancel.set()
         waiting = self._waiting
         if waiting is not None:
             waiting.put(("cancel", None))
         self.toolbox.cancel()
-        return True
+
+    def _tell_governor(self) -> None:
+        """Pass a cancel from ``cancel()`` on to the governor (once, and never over the reason
+        of a stop from elsewhere)."""
+        governor = self.governor
+        if (
+            self._cancel.is_set()
+            and self._cancel_reason
+            and not governor.cancel_requested
+            and governor.stopped is None
+        ):
+            governor.cancel(self._cancel_reason)
 
     def resume(self, record: RunRecord) -> None:
         """Take up a stored run: its conversation and its counts. The next ``send`` continues
@@ -443,13 +480,13 @@ class Agent:
                         self._report(run, RunStarted(prompt, run_id))
                     elif prompt:
                         self._report(run, Injected(prompt))
+                    run.started()
                     self._checkpoint()
                     self._loop(run)
                 except _Cancelled as cut:
                     # Cancelled, or out of time, while waiting: the run stops now (timed_out or
                     # cancelled), the request in flight counted at what it reserved.
-                    if self._cancel.is_set():
-                        self.governor.cancel(self._cancel_reason)
+                    self._tell_governor()
                     what = "the run's time ran out" if type(cut) is _Interrupted else "cancelled"
                     self._interrupt(run, f"The model call was cut off: {what}.", cut.partial)
         except (HaltError, HaltSignal) as error:
@@ -539,8 +576,7 @@ class Agent:
 
     def _report(self, run: Run, event: Event) -> Decision:
         """Send ``event`` through the drivers' flow; tell the listener; publish the counts."""
-        if self._cancel.is_set():
-            self.governor.cancel(self._cancel_reason)
+        self._tell_governor()
         try:
             decision = run.send(event)
         except (HaltError, HaltSignal):

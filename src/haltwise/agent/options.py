@@ -20,6 +20,7 @@ from .store import default_store_path
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from ..engine.ledger import Ledger
     from ..engine.limits import Limit
     from .loop import Agent
     from .store import RunRecord, Store
@@ -48,6 +49,7 @@ _LIMIT_FLAGS: dict[str, tuple[str, str]] = {
     "timeout": ("timeout", "parse_duration"),
     "warn_at": ("warn_at", "parse_fraction"),
     "on_limit": ("on_limit", "parse_policy"),
+    "ledger": ("ledger", "check_ledger_url"),
 }
 
 
@@ -104,6 +106,16 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         "--store",
         metavar="PATH",
         help="the SQLite store (default: $HALTWISE_STORE, else the user data dir)",
+    )
+    add_ledger_argument(parser)
+
+
+def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ledger",
+        metavar="URL",
+        help="where shared budgets and live runs are: sqlite:///PATH or redis://HOST:PORT/DB "
+        "(default: $HALTWISE_LEDGER, the config's ledger, else the store)",
     )
 
 
@@ -264,6 +276,7 @@ def build_agent(
     ``"last"``). Raises ``ConfigurationError`` for bad values, ``AgentError`` for an endpoint
     that cannot be used."""
     from ..engine.errors import UnpricedModelError
+    from ..ledgers import open_ledger
     from ..pricing import Prices
     from .loop import Agent
     from .store import Store
@@ -274,6 +287,10 @@ def build_agent(
     command_timeout = positive_number("--command-timeout", getattr(args, "command_timeout", "60"))
     max_output = optional_count("--max-output-tokens", getattr(args, "max_output_tokens", None))
     store = Store(store_path(args, environ))
+    # The fleet's ledger, if one is named; else the store is the ledger of this machine.
+    ledger: Ledger = store
+    if settings.ledger is not None:
+        ledger = open_ledger(settings.ledger, source=settings.sources.get("ledger", "ledger"))
     record = None
     if resume is not None:
         run_id = store.latest_run() if resume == "last" else resume
@@ -317,6 +334,7 @@ def build_agent(
         limits=limits,
         pricer=prices,
         store=store,
+        ledger=ledger,
         listener=listener,
         prompter=prompter,
         max_output_tokens=max_output,

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from ..engine.errors import InvalidValueError
 from ..engine.ledger import Ledger, MemoryLedger
 
-__all__ = ["open_ledger"]
+__all__ = ["check_ledger_url", "open_ledger"]
 
 _FORMS = (
     "memory:, sqlite:///ABSOLUTE/PATH.db or redis://HOST:PORT/DB "
@@ -25,30 +25,43 @@ _FORMS = (
 )
 
 
-def open_ledger(url: str | Ledger) -> Ledger:
-    """The ledger a URL names (a ledger object is given back as it is)."""
-    if isinstance(url, Ledger):
-        return url
+def check_ledger_url(source: str, url: object) -> str:
+    """``url`` if it names a ledger (nothing is opened), else an error naming ``source``."""
     if not isinstance(url, str) or not url.strip():
-        raise InvalidValueError("ledger", url, _FORMS)
+        raise InvalidValueError(source, url, _FORMS)
     text = url.strip()
     scheme = text.split(":", 1)[0].lower()
     if scheme == "memory" and text.lower() in ("memory:", "memory://"):
+        return text
+    if scheme == "sqlite":
+        if not text.startswith("sqlite:///") or not Path(text.removeprefix("sqlite://")).name:
+            raise InvalidValueError(source, url, "sqlite:///ABSOLUTE/PATH.db: " + _FORMS)
+        return text
+    if scheme in ("redis", "rediss", "valkey", "valkeys"):
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            parts = None
+        if parts is None or not parts.hostname:
+            raise InvalidValueError(source, url, "redis://HOST:PORT/DB: " + _FORMS)
+        return text
+    raise InvalidValueError(source, url, _FORMS)
+
+
+def open_ledger(url: str | Ledger, *, source: str = "ledger") -> Ledger:
+    """The ledger a URL names (a ledger object is given back as it is); ``source`` names where
+    the URL came from in errors (``--ledger``, ``HALTWISE_LEDGER``)."""
+    if isinstance(url, Ledger):
+        return url
+    text = check_ledger_url(source, url)
+    scheme = text.split(":", 1)[0].lower()
+    if scheme == "memory":
         return MemoryLedger()
     if scheme == "sqlite":
-        if not text.startswith("sqlite:///") or len(text) <= len("sqlite:///"):
-            raise InvalidValueError("ledger", url, "sqlite:///ABSOLUTE/PATH.db: " + _FORMS)
-        path = Path(text.removeprefix("sqlite://"))
-        if not path.is_absolute():
-            raise InvalidValueError("ledger", url, "an absolute path, sqlite:///home/me/l.db")
         from .sqlite import SqliteLedger
 
-        return SqliteLedger(path)
-    if scheme in ("redis", "rediss", "valkey", "valkeys"):
-        parts = urlsplit(text)
-        if not parts.hostname:
-            raise InvalidValueError("ledger", url, "redis://HOST:PORT/DB: " + _FORMS)
-        from .redis import RedisLedger
+        return SqliteLedger(Path(text.removeprefix("sqlite://")))
+    from .redis import RedisLedger
 
-        return RedisLedger(text)
-    raise InvalidValueError("ledger", url, _FORMS)
+    return RedisLedger(text)
