@@ -23,6 +23,10 @@ COMMANDS: dict[str, str] = {
     "chat": "haltwise.cli.chat",
     "run": "haltwise.cli.run",
     "audit": "haltwise.audit.cli",
+    "runs": "haltwise.cli.runs",
+    "budgets": "haltwise.cli.budgets",
+    "approve": "haltwise.cli.approve",
+    "stop": "haltwise.cli.stop",
 }
 
 #: Exit codes shared by every subcommand.

@@ -125,7 +125,7 @@ class SqliteLedger(Ledger):
         self.close()
 
     def __repr__(self) -> str:
-        return f"sqlite:///{self.path}"
+        return f"sqlite://{self.path}" if self.path.is_absolute() else f"sqlite:///{self.path}"
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

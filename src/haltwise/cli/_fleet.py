@@ -1,0 +1,113 @@
+"""What the fleet commands (``runs``, ``budgets``, ``approve``, ``stop``) share: which ledger,
+and tables for people (rich, when it is installed) or JSON for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+from ..engine.ledger import Ledger, RunInfo
+
+__all__ = [
+    "STALE_SECONDS",
+    "add_ledger_option",
+    "age",
+    "ledger_from",
+    "money",
+    "print_json",
+    "print_table",
+    "run_row",
+    "usd",
+    "when",
+]
+
+#: A live run whose last heartbeat is older than this is shown as stale (its process may be gone).
+STALE_SECONDS = 15.0
+
+
+def add_ledger_option(parser: argparse.ArgumentParser) -> None:
+    from ..agent.options import add_ledger_argument
+
+    add_ledger_argument(parser)
+
+
+def ledger_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Ledger:
+    """``--ledger``, else ``HALTWISE_LEDGER``, else ``ledger`` in haltwise.toml, else the
+    agent's store (the ledger of this machine)."""
+    from .. import config
+    from ..agent.store import default_store_path
+    from ..ledgers import open_ledger
+
+    environ = os.environ if environ is None else environ
+    if getattr(args, "ledger", None):
+        return open_ledger(args.ledger, source="--ledger")
+    settings = config.load_config(getattr(args, "config", None), environ=environ)
+    if settings.ledger is not None:
+        return open_ledger(settings.ledger, source=settings.sources.get("ledger", "ledger"))
+    return open_ledger(f"sqlite://{default_store_path(environ).resolve()}", source="the store")
+
+
+def usd(amount: Decimal) -> str:
+    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
+
+
+def money(nano: int) -> str:
+    """A ledger amount of money (nano-dollars) for people."""
+    return usd(Decimal(nano) / 10**9)
+
+
+def when(epoch: float | None) -> str:
+    if epoch is None:
+        return "never"
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def age(epoch: float, now: float | None = None) -> str:
+    seconds = max(0.0, (time.time() if now is None else now) - epoch)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def run_row(info: RunInfo, now: float) -> dict[str, Any]:
+    """A run as JSON for scripts (and the source of its table row)."""
+    data = info.to_dict()
+    data["stale"] = info.live and now - info.heartbeat > STALE_SECONDS
+    return data
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A table on stdout: rich's when it is installed, else aligned plain text; or a line
+    saying there is nothing to show."""
+    if not rows:
+        print(f"{title}: none")
+        return
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich comes with haltwise[agent]
+        widths = [len(max(column, key=len)) for column in zip(columns, *rows, strict=True)]
+        print(title)
+        for row in (columns, *rows):
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    Console(highlight=False).print(table)
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

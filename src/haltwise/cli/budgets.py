@@ -1,0 +1,62 @@
+"""``haltwise budgets``: each shared budget in the ledger: spent, held, limit, window."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "List the shared budgets in the ledger: spent, reserved, limit, period and when it resets."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ._fleet import add_ledger_option
+
+    parser.add_argument("--json", action="store_true", help="JSON for scripts")
+    add_ledger_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._fleet import ledger_from, money, print_json, print_table, when
+
+    ledger = ledger_from(args)
+    try:
+        states = ledger.budgets()
+    finally:
+        ledger.close()
+    if args.json:
+        print_json(
+            [
+                {
+                    "key": state.budget.key,
+                    "metric": state.budget.metric,
+                    "window": state.budget.window,
+                    "resets_at": state.budget.resets_at,
+                    "spent": state.spent,
+                    "reserved": state.reserved,
+                    "limit": state.limit,
+                    "unit": "nano_usd" if state.budget.metric == "nano_usd" else "count",
+                }
+                for state in states
+            ]
+        )
+        return 0
+
+    def shown(metric: str, amount: int | None) -> str:
+        if amount is None:
+            return "-"
+        return money(amount) if metric == "nano_usd" else f"{amount:,}"
+
+    rows = [
+        [
+            state.budget.key,
+            "dollars" if state.budget.metric == "nano_usd" else state.budget.metric,
+            state.budget.window,
+            shown(state.budget.metric, state.spent),
+            shown(state.budget.metric, state.reserved),
+            shown(state.budget.metric, state.limit),
+            when(state.budget.resets_at),
+        ]
+        for state in states
+    ]
+    columns = ["key", "counts", "window", "spent", "reserved", "limit", "resets"]
+    print_table(f"budgets in {ledger!r}", columns, rows)
+    return 0
