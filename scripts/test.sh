@@ -16,5 +16,5 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
-export HALTWISE_REQUIRE_REDIS=1
+export CI_REQUIRE_REDIS=1
 exec .venv/bin/python -m pytest "$@"

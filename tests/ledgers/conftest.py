@@ -2,7 +2,7 @@
 
 ``redis-server`` (the Debian package; ``scripts/test.sh`` installs it) runs on a free port with
 no persistence, for the whole session, and is stopped at the end. Where it is missing the Redis
-cases skip saying so, unless ``HALTWISE_REQUIRE_REDIS=1`` (CI), where they fail.
+cases skip saying so, unless ``CI_REQUIRE_REDIS=1`` (CI), where they fail.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class RedisServer:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None:
-        if os.environ.get("HALTWISE_REQUIRE_REDIS") == "1":
+        if os.environ.get("CI_REQUIRE_REDIS") == "1":
             pytest.fail("redis-server is not installed (scripts/test.sh installs it)")
         pytest.skip("redis-server is not installed: `apt-get install redis-server` to run these")
     server = RedisServer(tmp_path_factory.mktemp("redis"))

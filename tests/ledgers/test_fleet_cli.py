@@ -1,0 +1,163 @@
+"""The fleet end to end: ``haltwise run`` processes on one ledger, answered and stopped from a
+third process with ``haltwise approve`` and ``haltwise stop``, seen with ``haltwise runs``.
+
+Every process is real (``python -m haltwise``), talking to the scripted server over HTTP and to
+one SQLite ledger file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from haltwise.testing import ScriptedServer, reply, tool_call
+
+MODEL = "scripted-model"
+
+
+def haltwise(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "haltwise", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def agent(server: ScriptedServer, tmp: Path, name: str, env: dict[str, str], *limits: str) -> Any:
+    workspace = tmp / name
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("".join(f"line {n}\n" for n in range(1, 501)))
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "haltwise",
+            "run",
+            f"Task {name}.",
+            "--base-url",
+            server.base_url,
+            "--model",
+            MODEL,
+            "--workspace",
+            str(workspace),
+            "--store",
+            str(tmp / f"{name}.db"),
+            "--json",
+            *limits,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def runs(env: dict[str, str]) -> list[dict[str, Any]]:
+    listed = haltwise("runs", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    found: list[dict[str, Any]] = json.loads(listed.stdout)
+    return found
+
+
+def wait_until(check: Any, what: str, seconds: float = 30.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def outcome_of(process: Any) -> tuple[int, dict[str, Any]]:
+    out, err = process.communicate(timeout=60)
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert lines, err
+    return process.returncode, lines[-1]
+
+
+def test_approve_and_stop_runs_from_another_process(tmp_path: Path) -> None:
+    ledger = f"sqlite://{tmp_path / 'fleet.db'}"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("HALTWISE_", "OPENAI_"))
+    }
+    env.update(HALTWISE_LEDGER=ledger, XDG_DATA_HOME=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+
+    def reading(delay: float) -> Any:
+        """Reads the notes a line further each turn: progress, never a loop."""
+
+        def answer(body: dict[str, Any]) -> Any:
+            turn = sum(1 for message in body["messages"] if message["role"] == "assistant")
+            arguments = {"path": "notes.txt", "offset": turn + 1, "limit": 1}
+            return reply("Reading.", tool_calls=[tool_call("read_file", arguments)], delay=delay)
+
+        return answer
+
+    with (
+        ScriptedServer([reading(0.0)], model=MODEL, repeat_last=True) as fast_server,
+        ScriptedServer([reading(0.3)], model=MODEL, repeat_last=True) as slow_server,
+    ):
+        waits = agent(fast_server, tmp_path, "waits", env, "--max-turns", "2", "--on-limit", "ask")
+        stopped = agent(slow_server, tmp_path, "stopped", env, "--max-turns", "100")
+        try:
+            live = wait_until(
+                lambda: [r for r in runs(env) if r["status"] == "waiting"], "a run to wait"
+            )
+            (waiting,) = live
+            assert waiting["counts"]["turns"] == 2
+            requests_before = len(fast_server.requests)
+            approved = haltwise("approve", waiting["run_id"], "--extend", "2", env=env)
+            assert approved.returncode == 0, approved.stderr
+            assert "extend by 2" in approved.stdout
+            # Two more turns, then it waits again at the extended limit: abort it there.
+            wait_until(
+                lambda: [
+                    r
+                    for r in runs(env)
+                    if r["run_id"] == waiting["run_id"]
+                    and r["status"] == "waiting"
+                    and r["counts"]["turns"] == 4
+                ],
+                "the run to wait again after two more turns",
+            )
+            assert len(fast_server.requests) == requests_before + 2
+            assert haltwise("approve", waiting["run_id"], "--abort", env=env).returncode == 0
+            code, last = outcome_of(waits)
+            assert code == 3
+            assert last["outcome"]["reason"] == "declined"
+            assert last["outcome"]["usage"]["turns"] == 4
+            late = haltwise("approve", waiting["run_id"], "--continue", env=env)
+            assert late.returncode == 1
+            assert "is not waiting for an answer" in late.stderr
+
+            other = wait_until(
+                lambda: [r for r in runs(env) if r["run_id"] != waiting["run_id"]],
+                "the other run to be live",
+            )[0]
+            told = haltwise("stop", other["run_id"], "--reason", "budget review", env=env)
+            assert told.returncode == 0, told.stderr
+            code, last = outcome_of(stopped)
+            assert code == 130
+            assert last["outcome"]["status"] == "cancelled"
+            assert last["outcome"]["reason"] == "killed"
+            assert "budget review" in last["outcome"]["message"]
+        finally:
+            for process in (waits, stopped):
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+    assert runs(env) == []
+    ended = {
+        r["run_id"]: r["outcome"]["reason"]
+        for r in json.loads(haltwise("runs", "--all", "--json", env=env).stdout)
+    }
+    assert sorted(ended.values()) == ["declined", "killed"]
