@@ -32,22 +32,21 @@ def _free_port() -> int:
 class RedisServer:
     """A ``redis-server`` process on a free loopback port, with no persistence."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, persistent: bool = False) -> None:
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.directory = directory
+        self.persistent = persistent
+        self.start()
+
+    def start(self) -> None:
+        """Start it (again: on the same port and files)."""
         self.process = subprocess.Popen(
             [
                 "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(directory),
+                *("--port", str(self.port), "--bind", "127.0.0.1", "--save", ""),
+                *("--appendonly", "yes" if self.persistent else "no", "--appendfsync", "always"),
+                *("--dir", str(self.directory)),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,

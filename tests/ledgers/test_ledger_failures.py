@@ -1,0 +1,95 @@
+"""A ledger that fails: a clear error naming what is wrong, and nothing lost.
+
+A file that is not a SQLite database and bad URLs are refused when opened, saying what would be
+accepted, and the file is left as it was. A Redis server that stops mid-run stops a run with
+shared limits (``ledger_unavailable``, naming the URL and the error); restarted, it has every
+count it had.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from haltwise import (
+    CONTINUE,
+    ConfigurationError,
+    Governor,
+    InvalidValueError,
+    ModelRequest,
+    ModelResponse,
+    Prices,
+    RunStarted,
+    Status,
+    Stop,
+    TurnStarting,
+    max_cost,
+    max_turns,
+)
+from haltwise.ledgers import open_ledger
+
+from .conftest import RedisServer
+
+PRICES = Prices({"m": {"input": "1", "output": "10"}})
+
+
+def test_a_file_that_is_not_a_ledger_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"my precious notes, not a database\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(ConfigurationError, match=r"cannot open the SQLite ledger .*notes\.db"):
+        open_ledger(f"sqlite://{path}")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("sqlite://relative.db", "sqlite:///ABSOLUTE/PATH.db"),
+        ("sqlite:///", "sqlite:///ABSOLUTE/PATH.db"),
+        ("redis://", "redis://HOST:PORT/DB"),
+        ("redis://host:notaport/0", "redis://HOST:PORT/DB"),
+        ("postgres://db/ledger", "memory:, sqlite:///ABSOLUTE/PATH.db or redis://HOST:PORT/DB"),
+        ("", "memory:"),
+    ],
+)
+def test_bad_urls_say_what_would_do(url: str, says: str) -> None:
+    with pytest.raises(InvalidValueError, match="ledger") as caught:
+        open_ledger(url)
+    assert says in str(caught.value)
+
+
+def test_a_folder_where_the_file_should_be_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot open the SQLite ledger"):
+        open_ledger(f"sqlite://{tmp_path}")
+
+
+def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed: `apt-get install redis-server` to run this")
+    server = RedisServer(tmp_path, persistent=True)
+    try:
+        ledger = open_ledger(server.url)
+        run = Governor(
+            max_cost("1", key="team") | max_turns(9, key="team"), ledger=ledger, pricer=PRICES
+        )
+        assert run.handle(RunStarted("work")) is CONTINUE
+        assert run.handle(TurnStarting()) is CONTINUE
+        assert run.handle(ModelRequest("m", max_tokens=100, input_tokens=1_000)) is CONTINUE
+        run.handle(ModelResponse("m", input_tokens=1_000, output_tokens=50))  # $0.0015
+        server.stop()
+        stop = run.handle(TurnStarting())
+        assert isinstance(stop, Stop)
+        assert stop.outcome.status is Status.ABANDONED
+        assert stop.outcome.reason == "ledger_unavailable"
+        assert server.url in stop.outcome.message
+        assert stop.outcome.usage.turns == 1  # the refused turn never started
+        server.start()
+        spent = {s.budget.metric: s.spent for s in open_ledger(server.url).budgets()}
+        assert spent == {"nano_usd": 1_500_000, "turns": 1}
+    finally:
+        server.stop()
