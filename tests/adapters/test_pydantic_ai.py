@@ -32,6 +32,8 @@ from pydantic_ai import (
     RunContext,
     UsageLimitExceeded,
 )
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.usage import UsageLimits
@@ -729,6 +731,44 @@ def test_a_hung_reply_ends_a_sync_run_timed_out_at_its_deadline() -> None:
 
     assert governed.outcome.status is Status.TIMED_OUT
     assert took < 0.5 + PROMPTLY
+
+
+class SettingsSeen:
+    """An agent whose model answers at once and records the settings each request came with."""
+
+    def __init__(self) -> None:
+        self.settings: list[dict[str, Any]] = []
+
+        def answer(history: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            self.settings.append(dict(info.model_settings or {}))
+            return ModelResponse(parts=[TextPart("Done.")])
+
+        self.agent: Agent[None, str] = Agent(
+            FunctionModel(answer, model_name=MODEL), model_settings={"max_tokens": MAX_TOKENS}
+        )
+
+
+@pytest.mark.usefixtures("event_loop_for_run_sync")
+def test_a_sync_run_bounds_each_request_by_the_time_left() -> None:
+    seen = SettingsSeen()
+
+    governed = govern(seen.agent, Guard(timeout(minutes=5))).run_sync("Go.")
+
+    assert governed.completed
+    [settings] = seen.settings
+    assert 0 < settings["request_timeout"] <= 300
+
+
+@in_loop
+async def test_an_async_run_leaves_the_request_settings_as_they_are() -> None:
+    """Its task is cancelled at the deadline: a ``request_timeout`` would only cost
+    pydantic-ai a cancel scope per request."""
+    seen = SettingsSeen()
+
+    governed = await govern(seen.agent, Guard(timeout(minutes=5))).run("Go.")
+
+    assert governed.completed
+    assert seen.settings == [{"max_tokens": MAX_TOKENS}]
 
 
 # ------------------------------------------------------------------------------------------------

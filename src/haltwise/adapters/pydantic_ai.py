@@ -6,14 +6,17 @@
     result = await governed.run("What changed in the parser?")   # or governed.run_sync(...)
     result.outcome.status, result.output, result.result          # Governed[AgentRunResult]
 
-Five of pydantic-ai's capability hooks carry everything (no model or toolset is wrapped; each
-hook a capability overrides costs pydantic-ai some work on every step, so there are few):
+Five of pydantic-ai's capability hooks carry everything, in one capability (no model or toolset
+is wrapped). pydantic-ai does work of its own for each capability a run has, on every step,
+whichever hooks it overrides (a copy of the run context for each hook it calls): that is the
+floor ``benchmarks/bench_pydantic_ai.py`` measures.
 
 - ``before_model_request`` (once per step): ``TurnEnded`` for the step before, ``TurnStarting``;
   notes from soft limits go into the request through ``RunContext.enqueue``;
 - ``prepare_model_request`` (once per attempt, before it is sent): ``ModelRequest`` with the
-  ``max_tokens`` of the model settings, lowered there when a token limit says so, and the run's
-  time left as the attempt's ``request_timeout``;
+  ``max_tokens`` of the model settings, lowered there when a token limit says so; under
+  ``run_sync``, the run's time left as the attempt's ``request_timeout`` (``run`` cancels its
+  task at the deadline instead);
 - ``after_model_request``: ``ModelResponse`` from pydantic-ai's ``RequestUsage``, then a
   ``ToolCall`` for each call the response makes, all of them before any runs (output tools too:
   the call that writes the final answer counts like any other);
@@ -99,6 +102,8 @@ SYNTHESIS_SECONDS = 60.0
 #: Where a sub-agent reports: the governed run whose tools are running in this context.
 _current: ContextVar[_Session | None] = ContextVar("haltwise_pydantic_ai_run", default=None)
 _request_ids = itertools.count(1)
+#: Every turn's ``TurnStarting``: the event has no fields, so one value serves them all.
+_TURN_STARTING = TurnStarting()
 
 #: ``resume=``: True or a ``Governed`` (this guard's last run), a checkpoint reference, or the
 #: data of ``governor.checkpoint()``.
@@ -299,6 +304,10 @@ class _Session:
         self.counted: set[str] = set()
         #: Request ids of the attempts sent and not yet answered (a run sends one at a time).
         self.in_flight: list[str] = []
+        #: The run, by kind: an async run's ``send`` is awaited, and it cancels its own task
+        #: when its time is up; a sync run answers at once, and cannot.
+        self.async_run = run if isinstance(run, AsyncRun) else None
+        self.sync_run = None if isinstance(run, AsyncRun) else run
         self._cancel_hooked = False
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -310,16 +319,18 @@ class _Session:
         # Last: the innermost layer, so that it sees the settings other capabilities chose and
         # the raw results of the tools.
         capabilities = [*(kwargs.get("capabilities") or ()), HaltwiseCapability(self)]
-        return {**kwargs, "capabilities": capabilities}
+        # An unnamed agent's name is looked for among its caller's names, on every run: the
+        # caller is ``GovernedAgent``, where it is never found.
+        return {"infer_name": False, **kwargs, "capabilities": capabilities}
 
     async def send(self, event: Event) -> Decision:
         """Report ``event``; a stop that synthesizes comes back as its ``Stop`` (the run goes on
         to the tools-free pass), any other stop raises."""
         try:
-            decision = self.run.send(event)
-            if inspect.isawaitable(decision):
-                decision = await decision
-            return decision
+            if self.async_run is not None:
+                return await self.async_run.send(event)
+            assert self.sync_run is not None
+            return self.sync_run.send(event)
         except (HaltError, HaltSignal):
             stop = self.governor.stopped
             if stop is not None and stop.synthesize and not self.child:
@@ -355,7 +366,7 @@ class _Session:
 
     def hook_cancel(self, ctx: RunContext[Any]) -> None:
         """A sync run has no task to cancel: ``cancel()`` cancels the pydantic-ai run."""
-        if self._cancel_hooked or isinstance(self.run, AsyncRun):
+        if self._cancel_hooked or self.sync_run is None:
             return
         self._cancel_hooked = True
         lock = threading.Lock()
@@ -409,9 +420,10 @@ class HaltwiseCapability(AbstractCapability[Any]):
         session.hook_cancel(ctx)
         if session.halted is not None:
             raise session.halted  # the calls admitted before the stop have run
-        await session.end_turn(ctx.messages)
+        if session.turn_open or session.unanswered:
+            await session.end_turn(ctx.messages)
         if not session.wrapping_up:
-            await session.send(TurnStarting())
+            await session.send(_TURN_STARTING)
         if session.wrapping_up:
             return self._tools_free(ctx, request_context)
         for note in session.run.notes():
@@ -459,7 +471,14 @@ class HaltwiseCapability(AbstractCapability[Any]):
         lowered = decision.max_tokens if isinstance(decision, Continue | Warn) else None
         if lowered is not None and lowered != asked:
             changes["max_tokens"] = lowered
-        left = SYNTHESIS_SECONDS if session.wrapping_up else session.run.time_left()
+        if session.wrapping_up:
+            left: float | None = SYNTHESIS_SECONDS
+        elif session.async_run is not None:
+            # The async run cancels its task at the deadline; a ``request_timeout`` as well would
+            # cost pydantic-ai a cancel scope and a timer on every attempt, to do the same.
+            left = None
+        else:
+            left = session.run.time_left()
         if left is not None:
             own = settings.get("request_timeout")
             if not isinstance(own, int | float) or own > left:
