@@ -241,6 +241,31 @@ def test_a_model_named_by_a_string_is_governed_through_the_runs_provider() -> No
     assert tools.ran == ["Paris", "Paris"]
 
 
+def test_the_runs_config_is_governed_in_place_once_and_passes_through_outside_govern() -> None:
+    tools = Tools()
+    script = [weather("Paris"), reply("Sunny."), weather("Rome"), reply("Hot.")]
+    script += [weather("Oslo"), reply("Cold.")]
+    with ScriptedServer(script) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+        provider = OpenAIProvider(openai_client=client, use_responses=False)
+        helper = Agent(name="helper", model=MODEL, tools=[tools.lookup])
+        config = RunConfig(model_provider=provider, tracing_disabled=True)
+        governed = govern(helper, Guard(max_model_calls(5)))
+        first = asyncio.run(governed.run("Paris?", run_config=config))
+        wrapped = config.model_provider
+        second = asyncio.run(governed.run("Rome?", run_config=config))
+        counted = governed.guard.governor.usage
+        result = asyncio.run(Runner.run(helper, "Oslo?", run_config=config))
+    assert first.completed and second.completed
+    assert first.usage.model_calls == second.usage.model_calls == 2
+    assert wrapped is not provider  # wrapped in place, as the agents' models are
+    assert config.model_provider is wrapped  # and only once
+    assert result.final_output == "Cold."  # outside govern: nothing counted, nothing refused
+    after = governed.guard.governor.usage
+    assert (after.model_calls, after.tool_calls) == (counted.model_calls, counted.tool_calls)
+    assert tools.ran == ["Paris", "Rome", "Oslo"]
+
+
 # Sub-agents and handoffs: one run, the parent's limits.
 
 

@@ -73,6 +73,7 @@ from agents.agent_output import AgentOutputSchemaBase
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.retry import ModelRetryAdvice, ModelRetryAdviceRequest, ModelRetryNormalizedError
 from agents.run_error_handlers import RunErrorHandlers
+from agents.tool_context import ToolContext
 from agents.usage import Usage as SDKUsage
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -82,7 +83,10 @@ from openai.types.responses import (
 )
 
 from ..drivers.guard import AsyncRun, Guard
+from ..engine.decisions import Block
 from ..engine.errors import HaltError, HaltSignal, error_for
+from ..engine.events import ModelResponse as ModelResponseEvent
+from ..engine.events import ToolCall, ToolResult, TurnEnded, TurnStarting
 from ..engine.outcome import Outcome, Status
 from ._common import Governed
 
@@ -92,6 +96,9 @@ TContext = TypeVar("TContext")
 
 #: What ends a haltwise run from inside the SDK.
 _Halt = (HaltError, HaltSignal)
+
+#: Every turn of the main loop starts with the same event: it has no fields.
+_TURN_STARTING = TurnStarting()
 
 #: The note that asks for the tools-free final answer of a ``synthesize`` stop.
 _WRAP_UP = (
@@ -242,7 +249,7 @@ class GovernedAgent(Generic[TContext]):
 # One governed run, as the model wrappers and tool guardrails see it
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Scope:
     session: _Session
     #: False inside an ``as_tool`` sub-agent: its requests are not turns of the main loop.
@@ -255,7 +262,7 @@ _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 )
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Request:
     """The arguments of one ``Model.get_response`` / ``stream_response`` call."""
 
@@ -278,6 +285,7 @@ class _Session:
 
     def __init__(self, guard: Guard, run: AsyncRun) -> None:
         self.guard = guard
+        self.governor = guard.governor
         self.run = run
         #: Tool calls counted when their response arrived, by call id, until they run: None
         #: when admitted, else the refusal the model is given instead.
@@ -325,18 +333,19 @@ class _Session:
     async def end_turn(self) -> None:
         if self.turn_open:
             self.turn_open = False
-            await self.run.turn_ended(self.turn_text)
+            await self.run.send(TurnEnded(self.turn_text))
 
     async def _admit(self, model: _GovernedModel, request: _Request, main: bool) -> _Request:
         """Report the request before it is sent: the request to send (notes added, max_tokens
         perhaps lowered), or a halt."""
         run = self.run
-        stopped = self.guard.governor.stopped
+        stopped = self.governor.stopped
         if stopped is not None:  # a tool call, a tool result or a sub-agent stopped the run
             raise self._halt(stopped.outcome)
         if main:
-            await self.end_turn()
-            await run.turn()
+            if self.turn_open:
+                await self.end_turn()
+            await run.send(_TURN_STARTING)
             self.turn_open = True
             self.turn_text = None
         asked = request.settings.max_tokens
@@ -355,14 +364,10 @@ class _Session:
         self, model: _GovernedModel, request: _Request, response: ModelResponse, main: bool
     ) -> None:
         """Report the response, then each tool call it asks for, before any of them runs."""
-        text = _text_of(response)
-        calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
-        await self.run.model_response(
-            model=model.name,
-            text=text,
-            tool_calls=len(calls),
-            request_id=request.request_id,
-            **_usage_of(response.usage),
+        run = self.run
+        text, calls = _read(response)
+        await run.send(
+            _response_event(model.name, response.usage, text, len(calls), request.request_id)
         )
         if main:
             self.turn_text = text
@@ -375,11 +380,13 @@ class _Session:
                 continue  # a handoff, or a tool the SDK does not know: nothing runs
             _guard_tool(tool)  # tools made per turn (MCP servers) have not been seen before
             try:
-                refusal = await self.run.tool_call(call.name, call.arguments, call.call_id)
+                decision = await run.send(ToolCall(call.name, call.arguments, call.call_id))
             except _Halt as halt:
                 # The run stops; the calls admitted before this one still run, this one does
                 # not, and the next request of the main loop ends the run.
-                refusal = f"Not run: {halt.outcome.message}"
+                refusal: str | None = f"Not run: {halt.outcome.message}"
+            else:
+                refusal = decision.reason if isinstance(decision, Block) else None
             self.admitted[call.call_id] = refusal
 
     async def _halted(
@@ -390,7 +397,7 @@ class _Session:
         halt: HaltError | HaltSignal,
     ) -> ModelResponse:
         """The run stopped: end the SDK run, through its final output when there is an answer."""
-        stop = self.guard.governor.stopped
+        stop = self.governor.stopped
         if not main or stop is None:
             raise halt  # a sub-agent: its tool call fails, and the parent's next request stops
         if stop.synthesize:
@@ -433,11 +440,9 @@ class _Session:
         except Exception:
             await self._unanswered(model, request)
             raise
-        text = _text_of(response)
-        await run.model_response(
-            model=model.name, text=text, request_id=request.request_id, **_usage_of(response.usage)
-        )
-        run.outcome = self.guard.governor.synthesized(text or "")
+        text, _ = _read(response)
+        await run.send(_response_event(model.name, response.usage, text, 0, request.request_id))
+        run.outcome = self.governor.synthesized(text or "")
         self.turn_open = False
         return response
 
@@ -534,9 +539,9 @@ class _GovernedModel(Model):
         async for event in events:
             yield event
 
-    async def send(self, request: _Request) -> ModelResponse:
-        """Send ``request`` through the wrapped model."""
-        return await self.inner.get_response(
+    def send(self, request: _Request) -> Awaitable[ModelResponse]:
+        """Send ``request`` through the wrapped model (its coroutine, awaited by the caller)."""
+        return self.inner.get_response(
             request.system_instructions,
             request.input,
             request.settings,
@@ -599,17 +604,18 @@ class _GovernedProvider(ModelProvider):
 
 
 def _governed_config(config: RunConfig | None) -> tuple[RunConfig, ModelProvider | None]:
-    """The run's ``RunConfig`` with its models wrapped; and the provider to close after the run
-    when haltwise made it (``Runner`` closes only the providers it makes itself)."""
-    base = config if config is not None else RunConfig()
-    provider = base.model_provider
-    own = provider if config is None else None
-    changes: dict[str, Any] = {}
-    if not isinstance(provider, _GovernedProvider):
-        changes["model_provider"] = _GovernedProvider(provider)
-    if isinstance(base.model, Model) and not isinstance(base.model, _GovernedModel):
-        changes["model"] = _GovernedModel(base.model)
-    return (dataclasses.replace(base, **changes) if changes else base), own
+    """The run's ``RunConfig``, its models wrapped in place as the agents' are (outside a
+    governed run they pass straight through); and the provider to close after the run when
+    haltwise made it (``Runner`` closes only the providers it makes itself)."""
+    own = None
+    if config is None:
+        config = RunConfig()
+        own = config.model_provider
+    if not isinstance(config.model_provider, _GovernedProvider):
+        config.model_provider = _GovernedProvider(config.model_provider)
+    if isinstance(config.model, Model) and not isinstance(config.model, _GovernedModel):
+        config.model = _GovernedModel(config.model)
+    return config, own
 
 
 # ------------------------------------------------------------------------------------------
@@ -653,34 +659,59 @@ def _guard_tool(tool: FunctionTool) -> None:
         tool.tool_output_guardrails = [_AFTER_TOOL, *(g for g in outputs if g is not _AFTER_TOOL)]
 
 
-async def _before_tool(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-    return await _check_tool(data, agent_tool=False)
+#: What a tool input guardrail returns; the SDK awaits it only when it is awaitable.
+_Verdict = ToolGuardrailFunctionOutput | Awaitable[ToolGuardrailFunctionOutput]
 
 
-async def _before_agent_tool(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-    return await _check_tool(data, agent_tool=True)
+def _before_tool(data: ToolInputGuardrailData) -> _Verdict:
+    return _check_tool(data, agent_tool=False)
 
 
-async def _check_tool(
-    data: ToolInputGuardrailData, agent_tool: bool
-) -> ToolGuardrailFunctionOutput:
-    """Right before a tool runs: refuse it (the model sees why), or let it run."""
+def _before_agent_tool(data: ToolInputGuardrailData) -> _Verdict:
+    return _check_tool(data, agent_tool=True)
+
+
+def _check_tool(data: ToolInputGuardrailData, agent_tool: bool) -> _Verdict:
+    """Right before a tool runs: refuse it (the model sees why), or let it run. A call counted
+    when its response arrived (all but those of a resumed run) is let run without an await."""
     scope = _SCOPE.get()
     if scope is None:
         return _ALLOW
-    session = scope.session
-    context = data.context
-    call_id, name = context.tool_call_id, context.tool_name
-    if call_id in session.admitted:
-        refusal = session.admitted.pop(call_id)  # counted when its response arrived
-    else:  # not seen in a response (resumed, or called another way): counted now
-        try:
-            refusal = await session.run.tool_call(name, context.tool_arguments, call_id)
-        except _Halt as halt:
-            refusal = f"Not run: {halt.outcome.message}"
+    session, context = scope.session, data.context
+    if context.tool_call_id not in session.admitted:
+        return _count_tool(session, context, agent_tool)
+    refusal = session.admitted.pop(context.tool_call_id)
     if refusal is not None:
-        await _report(session.run.tool_result(name, refusal, call_id, is_error=True))
-        return ToolGuardrailFunctionOutput.reject_content(refusal)
+        return _refuse(session, context, refusal)
+    return _let_run(session, agent_tool)
+
+
+async def _count_tool(
+    session: _Session, context: ToolContext[Any], agent_tool: bool
+) -> ToolGuardrailFunctionOutput:
+    """A call not seen in a response (resumed, or called another way): counted now."""
+    try:
+        refusal = await session.run.tool_call(
+            context.tool_name, context.tool_arguments, context.tool_call_id
+        )
+    except _Halt as halt:
+        refusal = f"Not run: {halt.outcome.message}"
+    if refusal is not None:
+        return await _refuse(session, context, refusal)
+    return _let_run(session, agent_tool)
+
+
+async def _refuse(
+    session: _Session, context: ToolContext[Any], refusal: str
+) -> ToolGuardrailFunctionOutput:
+    """The tool does not run: the model sees ``refusal`` as its output."""
+    result = ToolResult(context.tool_name, refusal, context.tool_call_id, is_error=True)
+    with contextlib.suppress(*_Halt):  # as in ``_after_tool``: the next request ends the run
+        await session.run.send(result)
+    return ToolGuardrailFunctionOutput.reject_content(refusal)
+
+
+def _let_run(session: _Session, agent_tool: bool) -> ToolGuardrailFunctionOutput:
     if agent_tool:
         # This task goes on to run the sub-agent (the SDK starts it in a task made from here):
         # its requests are the sub-agent's, not turns of the main loop.
@@ -693,17 +724,15 @@ async def _after_tool(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOut
     if scope is not None:
         context = data.context
         output = data.output if isinstance(data.output, str) else _as_text(data.output) or ""
-        await _report(
-            scope.session.run.tool_result(context.tool_name, output, context.tool_call_id)
-        )
+        try:
+            await scope.session.run.send(
+                ToolResult(context.tool_name, output, context.tool_call_id)
+            )
+        except _Halt:
+            # The stop ends the run at the next request: raised from here, it would reach the
+            # model as the tool's error instead.
+            return _ALLOW
     return _ALLOW
-
-
-async def _report(event: Awaitable[object]) -> None:
-    """Report a tool's event; a stop it causes ends the run at the next request, since an
-    exception raised in a tool would reach the model as the tool's error instead."""
-    with contextlib.suppress(*_Halt):
-        await event
 
 
 #: One "let it run" answer for every call: the SDK only reads it.
@@ -733,30 +762,39 @@ def _user(text: str) -> TResponseInputItem:
     return {"role": "user", "content": text}
 
 
-def _text_of(response: ModelResponse) -> str | None:
-    parts = [
-        part.text
-        for item in response.output
-        if isinstance(item, ResponseOutputMessage)
-        for part in item.content
-        if isinstance(part, ResponseOutputText)
-    ]
-    return "".join(parts) if parts else None
+def _read(response: ModelResponse) -> tuple[str | None, list[ResponseFunctionToolCall]]:
+    """The response's text (None without any) and its function calls, in one pass."""
+    parts: list[str] = []
+    calls: list[ResponseFunctionToolCall] = []
+    for item in response.output:
+        if isinstance(item, ResponseFunctionToolCall):
+            calls.append(item)
+        elif isinstance(item, ResponseOutputMessage):
+            parts.extend(part.text for part in item.content if isinstance(part, ResponseOutputText))
+    return ("".join(parts) if parts else None), calls
 
 
-def _usage_of(usage: SDKUsage) -> dict[str, Any]:
-    """A ``ModelResponse``'s usage fields from the SDK's ``Usage``. A response with no tokens at
-    all is one whose provider did not say (a stream without ``include_usage``): it counts at what
-    its request reserved, never as free."""
+def _response_event(
+    model: str, usage: SDKUsage, text: str | None, tool_calls: int, request_id: str
+) -> ModelResponseEvent:
+    """The ``ModelResponse`` event of a response, from the SDK's ``Usage``. A response with no
+    tokens at all is one whose provider did not say (a stream without ``include_usage``): it
+    counts at what its request reserved, never as free."""
     if not usage.input_tokens and not usage.output_tokens:
-        return {"answered": False}
+        return ModelResponseEvent(
+            model, text=text, tool_calls=tool_calls, request_id=request_id, answered=False
+        )
     details = usage.input_tokens_details
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": getattr(details, "cached_tokens", 0) or 0,
-        "cache_write_tokens": getattr(details, "cache_write_tokens", 0) or 0,
-    }
+    return ModelResponseEvent(
+        model,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=getattr(details, "cached_tokens", 0) or 0,
+        cache_write_tokens=getattr(details, "cache_write_tokens", 0) or 0,
+        text=text,
+        tool_calls=tool_calls,
+        request_id=request_id,
+    )
 
 
 def _sdk_usage(usage: Any) -> SDKUsage:
