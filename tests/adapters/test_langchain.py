@@ -24,6 +24,7 @@ pytest.importorskip("langchain_openai")
 import openai
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
+    AgentMiddleware,
     ModelCallLimitMiddleware,
     ModelRetryMiddleware,
     ToolCallLimitMiddleware,
@@ -564,6 +565,34 @@ def test_max_tokens_is_lowered_to_what_a_token_limit_leaves() -> None:
         requests = server.requests
     assert [body["max_completion_tokens"] for body in requests] == [200, 200, 190]
     assert governed.completed
+
+
+def test_a_request_haltwise_changes_is_the_one_override_would_build() -> None:
+    """The run's time left goes into a copy of the request, made without
+    ``ModelRequest.override`` (which costs some 15 us a call): it must be what ``override``
+    builds, seen by a middleware after haltwise's."""
+    seen: list[tuple[Any, Any]] = []
+
+    class Probe(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            rebuilt = request.override(model_settings=dict(request.model_settings))
+            seen.append((request, rebuilt))
+            return handler(request)
+
+    guard = Guard(timeout(minutes=5))
+    with ScriptedServer(loop_script(1)) as server:
+        agent = create_agent(
+            chat_model(server),
+            tools=[Searches().tool],
+            middleware=[HaltwiseMiddleware(guard), Probe()],
+        )
+        governed = govern(agent, guard).run_sync(QUESTION)
+    assert governed.completed
+    assert len(seen) == 2
+    for sent, rebuilt in seen:
+        assert type(sent) is type(rebuilt)
+        assert vars(sent) == vars(rebuilt)
+        assert 0 < sent.model_settings["timeout"] <= 300
 
 
 # ------------------------------------------------------------------------------------------

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import threading
 import weakref
 from collections.abc import (
@@ -146,7 +145,7 @@ class _Live:
         #: Whether the run interrupts its task at its deadline (``govern``'s async run), so
         #: that async calls need no timeout of their own.
         self.interrupts = owner is None and isinstance(run, AsyncRun)
-        self._view: Run | None = None
+        self._view = run if isinstance(run, Run) else None
 
     @property
     def governor(self) -> Governor:
@@ -155,14 +154,12 @@ class _Live:
     def sync_run(self) -> Run:
         """The run, for a synchronous hook (a sync node inside an async run gets a ``Run``
         driving the same state: the same notes, outcome and evidence)."""
-        run = self.run
-        if isinstance(run, Run):
-            return run
-        if self._view is None:
-            view = Run(run.guard, run.prompt, None, True)
+        view = self._view
+        if view is None:
+            run = self.run
+            view = self._view = Run(run.guard, run.prompt, None, True)
             view.__dict__ = run.__dict__  # one run's state, two drivers
-            self._view = view
-        return self._view
+        return view
 
     def outcome(self) -> Outcome | None:
         return self.run.outcome or self.governor.outcome
@@ -214,15 +211,21 @@ def _namespace() -> str:
 # reporting what this one needs).
 
 
+class _Framework:
+    """A step that is no event for the run: the driver carries it out in the framework."""
+
+    __slots__ = ()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Call:
+class _Call(_Framework):
     """Call the framework with ``arg`` (a model request, a tool request)."""
 
     arg: Any
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Wait:
+class _Wait(_Framework):
     """Wait until ``done`` is set."""
 
     done: threading.Event
@@ -233,45 +236,48 @@ _Flow = Generator[_Step, Any, T]
 
 
 def _drive(flow: _Flow[T], run: Run, call: Callable[[Any], Any]) -> T:
+    result: Any
     try:
         step = next(flow)
         while True:
             try:
-                if isinstance(step, _Call):
-                    result = call(step.arg)
-                elif isinstance(step, _Wait):
-                    result = step.done.wait()
-                else:
+                if not isinstance(step, _Framework):
                     result = run.send(step)
+                elif isinstance(step, _Call):
+                    result = call(step.arg)
+                else:
+                    result = step.done.wait()
             except BaseException as error:
                 step = flow.throw(error)
             else:
                 step = flow.send(result)
     except StopIteration as done:
-        return cast(T, done.value)
+        value: T = done.value  # (no typing.cast: a call on every hook)
+        return value
 
 
 async def _adrive(flow: _Flow[T], run: Run | AsyncRun, call: Callable[[Any], Awaitable[Any]]) -> T:
+    arun = run if isinstance(run, AsyncRun) else None  # a sync run here: an async sub-agent's
+    result: Any
     try:
         step = next(flow)
         while True:
             try:
-                if isinstance(step, _Call):
+                if not isinstance(step, _Framework):
+                    result = run.send(step) if arun is None else await arun.send(step)
+                elif isinstance(step, _Call):
                     result = await call(step.arg)
-                elif isinstance(step, _Wait):
+                else:
                     while not step.done.is_set():  # the reporting task awaits a human
                         await asyncio.sleep(0.005)
                     result = True
-                else:
-                    result = run.send(step)
-                    if inspect.isawaitable(result):
-                        result = await result
             except BaseException as error:
                 step = flow.throw(error)
             else:
                 step = flow.send(result)
     except StopIteration as done:
-        return cast(T, done.value)
+        value: T = done.value  # (no typing.cast: a call on every hook)
+        return value
 
 
 def _no_call(arg: Any) -> Any:
@@ -345,16 +351,17 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
                 return site.closing([*kept, _closing(live)])
             raise
         message = site.message(result)
-        yield from _report(_response_event(message, site.model))
+        text = _text(message)
+        yield from _report(_response_event(message, site.model, text))
         if synthesizing:
-            live.run.outcome = governor.synthesized(_text(message) or "")
+            live.run.outcome = governor.synthesized(text or "")
             return site.answer(kept, result)
         if message.tool_calls:
             if main:
-                live.turn_open, live.turn_text = True, _text(message)
+                live.turn_open, live.turn_text = True, text
             return site.answer(kept, result)  # a stopped run's tool calls are refused later
         if main and governor.stopped is None:
-            yield from _report(TurnEnded(_text(message)))
+            yield from _report(TurnEnded(text))
         stop = governor.stopped
         if stop is None or not stop.synthesize:
             return site.answer(kept, result)
@@ -368,9 +375,11 @@ def _tool_flow(live: _Live, request: ToolCallRequest) -> _Flow[ToolMessage | Com
     name, call_id = call["name"], call.get("id") or ""
     verdict = live.verdicts.pop(call_id, _UNSEEN)
     if verdict is _UNSEEN:
-        yield from _announce(live, request.state, call_id)
-        verdict = live.verdicts.pop(call_id, _UNSEEN)
-    if verdict is _UNSEEN:  # announced before and retried, or no response asked for it
+        batch = _batch_of(request.state, call_id)
+        if batch:
+            yield from _announce(live, batch)
+            verdict = live.verdicts.pop(call_id, _UNSEEN)
+    if verdict is _UNSEEN:  # alone in its response, or announced before and retried
         verdict = yield from _admit(live, name, call["args"], call_id)
     if verdict is not None:
         return ToolMessage(content=str(verdict), tool_call_id=call_id, name=name, status="error")
@@ -393,12 +402,9 @@ def _tool_flow(live: _Live, request: ToolCallRequest) -> _Flow[ToolMessage | Com
     return cast("ToolMessage | Command[Any]", result)
 
 
-def _announce(live: _Live, state: Any, call_id: str) -> _Flow[None]:
-    """Report every tool call of the response that asked for ``call_id``, before any of them
-    runs: the first of its calls to reach the tool node does it; the others wait for it."""
-    calls = _batch_of(state, call_id)
-    if len(calls) < 2:
-        return  # alone in its response: it is reported as it comes
+def _announce(live: _Live, calls: list[ToolCall]) -> _Flow[None]:
+    """Report every tool call of a response, before any of them runs: the first of its calls
+    to reach the tool node does it; the others wait for it."""
     key = frozenset(call.get("id") or "" for call in calls)
     with live.lock:
         done = live.batches.get(key)
@@ -430,14 +436,16 @@ def _admit(live: _Live, name: str, arguments: Any, call_id: str) -> _Flow[str | 
 
 
 def _batch_of(state: Any, call_id: str) -> list[ToolCall]:
-    """The tool calls of the response in ``state`` that asked for ``call_id``."""
+    """The tool calls of the response in ``state`` that asked for ``call_id`` and others with
+    it (empty when it asked for that one alone: it is reported as it comes)."""
     messages = state.get("messages") if isinstance(state, Mapping) else state
     if not isinstance(messages, Sequence):
         return []
     for message in reversed(messages):
         if isinstance(message, AIMessage) and message.tool_calls:
-            if any(call.get("id") == call_id for call in message.tool_calls):
-                return list(message.tool_calls)
+            calls = message.tool_calls
+            if len(calls) > 1 and any(call.get("id") == call_id for call in calls):
+                return list(calls)
             return []  # only the latest response's calls are still to run
     return []
 
@@ -507,14 +515,13 @@ class _AgentSite(_Site):
         tools_free: bool,
     ) -> ModelRequest[Any]:
         request = self.request
-        settings = _settings(request.model_settings, self._key, self.max_tokens, max_tokens)
-        if timeout is not None:
-            settings["timeout"] = timeout
-        if not kept and not tools_free and settings == request.model_settings:
+        changes = _changed_settings(self._key, self.max_tokens, max_tokens, timeout)
+        if not kept and not tools_free and not changes:
             return request
-        return request.override(
-            messages=[*request.messages, *kept],
-            model_settings=settings,
+        return _overridden(
+            request,
+            messages=[*request.messages, *kept] if kept else request.messages,
+            model_settings={**request.model_settings, **changes},
             tools=[] if tools_free else request.tools,
             tool_choice=None if tools_free else request.tool_choice,
         )
@@ -528,10 +535,12 @@ class _AgentSite(_Site):
         if isinstance(result, ExtendedModelResponse):
             result = result.model_response
         if isinstance(result, ModelResponse):
-            return cast("list[AnyMessage]", list(result.result))
+            return cast("list[AnyMessage]", result.result)
         return [cast(AIMessage, result)]
 
     def answer(self, kept: list[AnyMessage], result: Any) -> ModelCallResult[Any]:
+        if not kept:
+            return cast("ModelCallResult[Any]", result)
         command = result.command if isinstance(result, ExtendedModelResponse) else None
         inner = result.model_response if isinstance(result, ExtendedModelResponse) else result
         structured = inner.structured_response if isinstance(inner, ModelResponse) else None
@@ -571,9 +580,7 @@ class _RunnableSite(_Site):
             chat, settings = _unwrap(runnable)
             kept_settings = {k: v for k, v in settings.items() if k not in _TOOL_SETTINGS}
             runnable = chat.bind(**kept_settings) if kept_settings else chat
-        extra = _settings({}, self._key, self.max_tokens, max_tokens)
-        if timeout is not None:
-            extra["timeout"] = timeout
+        extra = _changed_settings(self._key, self.max_tokens, max_tokens, timeout)
         return (runnable.bind(**extra) if extra else runnable), [*self.history, *kept]
 
     def messages(self, result: Any) -> list[AnyMessage]:
@@ -606,7 +613,9 @@ def _model_name(model: Any) -> str:
 def _max_tokens_of(model: Any, settings: Mapping[str, Any]) -> tuple[int | None, str]:
     """The ``max_tokens`` a request is sent with (its settings', else the model's), and the
     setting that carries it."""
-    for source in (settings, vars(model) if hasattr(model, "__dict__") else {}):
+    for source in (settings, getattr(model, "__dict__", None)):
+        if not source:
+            continue
         for key in _MAX_TOKENS_KEYS:
             value = source.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -614,13 +623,30 @@ def _max_tokens_of(model: Any, settings: Mapping[str, Any]) -> tuple[int | None,
     return None, _MAX_TOKENS_KEYS[0]
 
 
-def _settings(
-    settings: Mapping[str, Any], key: str, asked: int | None, allowed: int | None
+def _changed_settings(
+    key: str, asked: int | None, allowed: int | None, timeout: float | None
 ) -> dict[str, Any]:
-    merged = dict(settings)
+    """The request settings haltwise changes: ``max_tokens`` (in the setting ``key``) when
+    lowered from ``asked`` to ``allowed``, and the ``timeout``."""
+    changes: dict[str, Any] = {}
     if allowed is not None and allowed != asked:
-        merged[key] = allowed
-    return merged
+        changes[key] = allowed
+    if timeout is not None:
+        changes["timeout"] = timeout
+    return changes
+
+
+def _overridden(request: ModelRequest[Any], **changes: Any) -> ModelRequest[Any]:
+    """``request.override(**changes)``, built as a copy of its fields. ``override`` goes
+    through ``ModelRequest.__init__``, which sets every field inside
+    ``warnings.catch_warnings()`` (its ``__setattr__`` warns): some 15 us, paid on each model
+    call of a run with a deadline. A request with no ``__dict__`` is left to ``override``."""
+    fields = getattr(request, "__dict__", None)
+    if fields is None:
+        return request.override(**changes)
+    copied: ModelRequest[Any] = object.__new__(type(request))
+    copied.__dict__.update(fields, **changes)
+    return copied
 
 
 def _sent_max_tokens(decision: Decision, asked: int | None) -> int | None:
@@ -630,7 +656,7 @@ def _sent_max_tokens(decision: Decision, asked: int | None) -> int | None:
     return asked
 
 
-def _response_event(message: AIMessage, model: str) -> ModelResponseEvent:
+def _response_event(message: AIMessage, model: str, text: str | None) -> ModelResponseEvent:
     usage: Mapping[str, Any] = message.usage_metadata or {}
     details: Mapping[str, Any] = usage.get("input_token_details") or {}
     answered_by = message.response_metadata.get("model_name")
@@ -640,7 +666,7 @@ def _response_event(message: AIMessage, model: str) -> ModelResponseEvent:
         output_tokens=int(usage.get("output_tokens") or 0),
         cache_read_tokens=int(details.get("cache_read") or 0),
         cache_write_tokens=int(details.get("cache_creation") or 0),
-        text=_text(message),
+        text=text,
         tool_calls=len(message.tool_calls),
     )
 
@@ -650,6 +676,9 @@ def _response_event(message: AIMessage, model: str) -> ModelResponseEvent:
 
 
 def _text(message: BaseMessage) -> str | None:
+    content = message.content
+    if isinstance(content, str):  # what ``message.text`` gives, without building it
+        return content or None
     return str(message.text) or None
 
 
@@ -810,19 +839,22 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return live is not None and live.owner != owner
 
     def _live(self) -> _Live:
-        live = _LIVE.get(self.guard.governor)
-        if live is None:  # resumed mid-run, with no before_agent: carry on with a run
-            run = self.run_guard().run("")
-            live = self._open(_namespace(), run)
-            _drive(_report(RunStarted()), run, _no_call)
+        return _LIVE.get(self.guard.governor) or self._resumed()
+
+    def _resumed(self) -> _Live:
+        """A run for a hook that finds none: the graph was resumed mid-run, with no
+        ``before_agent``; it carries on with a run of its own."""
+        run = self.run_guard().run("")
+        live = self._open(_namespace(), run)
+        _drive(_report(RunStarted()), run, _no_call)
         return live
 
-    async def _alive(self) -> _Live:
-        live = _LIVE.get(self.guard.governor)
-        if live is None:
-            run = self.run_guard().arun("")
-            live = self._open(_namespace(), run)
-            await _adrive(_report(RunStarted()), run, _no_acall)
+    async def _aresumed(self) -> _Live:
+        """``_resumed`` for an async hook (which looks the live run up itself, awaiting no
+        coroutine on the way: one per hook adds up)."""
+        run = self.run_guard().arun("")
+        live = self._open(_namespace(), run)
+        await _adrive(_report(RunStarted()), run, _no_acall)
         return live
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -886,7 +918,7 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        live = await self._alive()
+        live = _LIVE.get(self.guard.governor) or await self._aresumed()
         result: ModelCallResult[Any] = await _adrive(
             _model_flow(live, _AgentSite(request), bounded=not live.interrupts), live.run, handler
         )
@@ -905,7 +937,7 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        live = await self._alive()
+        live = _LIVE.get(self.guard.governor) or await self._aresumed()
         return await _adrive(_tool_flow(live, request), live.run, handler)
 
     # Graphs of your own.
@@ -947,7 +979,7 @@ class _ModelNode:
         return {self.key: messages}
 
     async def ainvoke(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        live = await self.middleware._alive()
+        live = _LIVE.get(self.middleware.guard.governor) or await self.middleware._aresumed()
         site = _RunnableSite(self.model, state, self.key)
         flow = _model_flow(live, site, bounded=not live.interrupts)
         messages = await _adrive(flow, live.run, _ainvoke_model)
