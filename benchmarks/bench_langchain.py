@@ -7,7 +7,12 @@ final answer. Contenders, timed side by side in interleaved rounds in one proces
 - ``create_agent``: ``agent.invoke(...)``, no middleware;
 - ``+ a no-op middleware``: the same agent with a middleware whose ``wrap_model_call`` and
   ``wrap_tool_call`` only call the handler: what LangChain's middleware machinery itself costs,
-  the floor of any middleware;
+  the floor of any middleware (each wrap hook runs inside a LangSmith ``traceable`` span; under
+  ``ainvoke`` its setup and its end each go through a worker thread);
+- ``+ no-op, agent hooks too``: that middleware with do-nothing ``before_agent`` and
+  ``after_agent`` as well, haltwise's set of hooks (they open and end a run when the agent is
+  invoked without ``govern``): each adds a node, a step of the graph, to every run. The floor
+  of haltwise's middleware;
 - ``+ haltwise (govern)``: the same agent built with ``HaltwiseMiddleware`` (limits on turns,
   tool calls, tokens and time, none of which trips), run by ``govern(agent,
   guard).run_sync(...)``;
@@ -84,6 +89,22 @@ class NoOp(AgentMiddleware[AgentState[Any], Any, Any]):
         return await handler(request)
 
 
+class NoOpWithAgentHooks(NoOp):
+    """``NoOp`` with haltwise's other hooks, which do nothing either: a node each in the graph."""
+
+    def before_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+
 #: A contender: how it runs the session synchronously, and asynchronously.
 Contender = tuple[str, Callable[[], Any], Callable[[], Coroutine[Any, Any, Any]]]
 
@@ -99,6 +120,7 @@ def contenders(server: ScriptedServer) -> list[Contender]:
     )
     bare = create_agent(model, tools=[search])
     noop = create_agent(model, tools=[search], middleware=[NoOp()])
+    noop_hooks = create_agent(model, tools=[search], middleware=[NoOpWithAgentHooks()])
     run_guard = guard()
     governed = govern(
         create_agent(model, tools=[search], middleware=[HaltwiseMiddleware(run_guard)]), run_guard
@@ -119,6 +141,7 @@ def contenders(server: ScriptedServer) -> list[Contender]:
     return [
         ("create_agent", lambda: bare.invoke(QUESTION), lambda: arun(bare)),
         ("+ a no-op middleware", lambda: noop.invoke(QUESTION), lambda: arun(noop)),
+        ("+ no-op, agent hooks too", lambda: noop_hooks.invoke(QUESTION), lambda: arun(noop_hooks)),
         (
             "+ haltwise (govern)",
             lambda: checked(governed.run_sync(QUESTION).outcome),

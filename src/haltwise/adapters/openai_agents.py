@@ -15,8 +15,8 @@ the uniform ``Outcome`` and the SDK's ``RunResult`` (None when haltwise stopped 
 SDK could build one). Where each event comes from:
 
 - the ``Model``: every model of the run is wrapped (``agent.model`` objects of each agent reachable
-  by handoffs and ``as_tool``, changed in place; string names through a wrapping
-  ``ModelProvider`` in the run's ``RunConfig``). Before each request it reports ``TurnEnded`` for
+  by handoffs and ``as_tool``, changed in place; string names through the ``RunConfig``'s
+  ``ModelProvider``, wrapped in place too). Before each request it reports ``TurnEnded`` for
   the turn before, ``TurnStarting`` and ``ModelRequest`` (with ``model_settings.max_tokens``; a
   lowered value is sent in a copy of the settings, and Warn notes are added to the request as a
   user message); a refused request is never sent. After it, ``ModelResponse`` from the SDK's
