@@ -43,7 +43,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any
 
-from ..engine.decisions import Ask, Block, Continue, Decision, Stop, Warn
+from ..engine.decisions import CONTINUE, Ask, Block, Continue, Decision, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
 from ..engine.events import (
     Event,
@@ -179,9 +179,10 @@ class _RunBase:
         timeout of each call: the model client's request, a tool, a command."""
         return self.guard.governor.time_left()
 
-    def _flow(self, event: Event) -> Generator[_Need, Any, Decision]:
+    def _flow(self, event: Event, decision: Decision) -> Generator[_Need, Any, Decision]:
+        """What ``decision``, the governor's answer to ``event``, needs carried out: a human's
+        answer, a synthesized answer, a wait for another thread's question."""
         governor = self.guard.governor
-        decision = governor.handle(event)
         while isinstance(decision, Ask):
             if self.guard.prompter is None:
                 answer = None
@@ -324,7 +325,11 @@ class Run(_RunBase):
 
     def send(self, event: Event) -> Decision:
         """Report any event; carry out the decision."""
-        return self._drive(self._flow(event))
+        decision = self.guard.governor.handle(event)
+        if decision is CONTINUE:  # the common case: nothing to carry out
+            self._record(event)
+            return decision
+        return self._drive(self._flow(event, decision))
 
     def interrupt(
         self, message: str, *, partial_output: str | None = None, cancelled: bool = False
@@ -502,7 +507,11 @@ class AsyncRun(_RunBase):
             self._unsubscribe = None
 
     async def send(self, event: Event) -> Decision:
-        decision = await self._adrive(self._flow(event))
+        decision = self.guard.governor.handle(event)
+        if decision is not CONTINUE:
+            decision = await self._adrive(self._flow(event, decision))
+        else:
+            self._record(event)
         self._arm()
         return decision
 
