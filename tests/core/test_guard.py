@@ -24,6 +24,7 @@ from haltwise import (
     max_tool_calls,
     max_turns,
 )
+from haltwise.drivers.guard import EVIDENCE_CHARS, EVIDENCE_RESULTS
 from haltwise.drivers.prompters import parse_answer
 from haltwise.examples import tool_loop
 from haltwise.testing import ScriptedServer, reply, tool_call
@@ -134,6 +135,44 @@ def test_synthesize_writes_the_final_answer_from_the_evidence() -> None:
         ("search", {"q": 0}, "result 0"),
         ("search", {"q": 1}, "result 1"),
     )
+
+
+def test_a_long_run_keeps_only_its_latest_evidence() -> None:
+    seen: list[Evidence] = []
+
+    def synthesizer(evidence: Evidence) -> str:
+        seen.append(evidence)
+        return "done"
+
+    calls = EVIDENCE_RESULTS + 50
+    guard = Guard(max_tool_calls(calls, on_limit="synthesize"), synthesizer=synthesizer)
+    with guard.run("go") as run:
+        for index in range(calls + 1):
+            if run.tool_call("read", {"n": index}, f"c{index}") is None:
+                run.tool_result("read", f"result {index}", f"c{index}")
+    results = seen[0].tool_results
+    assert len(results) == EVIDENCE_RESULTS
+    assert results[0] == ("read", {"n": 50}, "result 50")
+    assert results[-1] == ("read", {"n": calls - 1}, f"result {calls - 1}")
+
+
+def test_evidence_is_bounded_in_characters_and_always_holds_the_last_result() -> None:
+    seen: list[Evidence] = []
+    big = "x" * (EVIDENCE_CHARS // 3 + 1)
+    guard = Guard(max_tool_calls(4, on_limit="synthesize"), synthesizer=lambda e: seen.append(e))
+    with guard.run("go") as run:
+        for index in range(4):
+            run.tool_call("read", {"n": index}, f"c{index}")
+            run.tool_result("read", big + str(index), f"c{index}")
+        run.tool_call("read", {"n": 9}, "c9")
+    kept = [result[-1] for _, _, result in seen[0].tool_results]
+    assert kept == ["2", "3"]
+    huge = Guard(max_tool_calls(1, on_limit="synthesize"), synthesizer=lambda e: seen.append(e))
+    with huge.run("go") as run:
+        run.tool_call("read", {}, "c0")
+        run.tool_result("read", "y" * (EVIDENCE_CHARS + 1), "c0")
+        run.tool_call("read", {}, "c1")
+    assert len(seen[1].tool_results) == 1
 
 
 def test_blocked_calls_return_the_refusal() -> None:

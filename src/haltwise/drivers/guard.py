@@ -38,6 +38,7 @@ import inspect
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from decimal import Decimal
 from types import TracebackType
@@ -73,6 +74,12 @@ __all__ = ["AsyncRun", "Guard", "Run"]
 #: What the flow needs from the outside world: ("ask", Ask), ("synthesize", (fn, Evidence)), or
 #: ("wait", lock): another thread is asking the human.
 _Need = tuple[str, Any]
+
+#: A synthesizer is given the latest tool results, up to this many characters of them and this
+#: many results (always the last one): what fits a final answer's prompt, while a long run keeps
+#: bounded memory.
+EVIDENCE_CHARS = 200_000
+EVIDENCE_RESULTS = 200
 
 
 class Guard:
@@ -140,7 +147,9 @@ class _RunBase:
         self.outcome: Outcome | None = None
         self._notes: list[str] = []
         self._calls: dict[str, tuple[str, Any]] = {}
-        self._evidence: list[tuple[str, Any, str]] = []
+        #: The latest tool results, for a synthesizer: bounded however long the run goes.
+        self._evidence: deque[tuple[str, Any, str]] = deque()
+        self._evidence_chars = 0
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
         self._notes_lock = threading.Lock()
@@ -236,7 +245,13 @@ class _RunBase:
             self._calls[event.call_id] = (event.name, event.arguments)
         elif type(event) is ToolResult:
             name, arguments = self._calls.pop(event.call_id, (event.name, None))
-            self._evidence.append((name, arguments, event.content))
+            evidence = self._evidence
+            evidence.append((name, arguments, event.content))
+            self._evidence_chars += len(event.content)
+            while len(evidence) > 1 and (
+                self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
+            ):
+                self._evidence_chars -= len(evidence.popleft()[2])
 
     def _evidence_for(self, outcome: Outcome) -> Evidence:
         return Evidence(

@@ -41,7 +41,8 @@ class Evidence:
     """What a run gathered before it stopped: what a synthesizer answers from."""
 
     prompt: str
-    #: ``(tool name, arguments, result)`` for each tool call that ran, in order.
+    #: ``(tool name, arguments, result)`` for the tool calls that ran, in order: the latest ones,
+    #: as many as fit the driver's bound (``Guard`` keeps up to 200 results, 200,000 characters).
     tool_results: tuple[tuple[str, Any, str], ...] = ()
     #: The last text the model wrote.
     last_text: str | None = None
