@@ -13,6 +13,9 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   cost priced per response by ``genai_prices.calc_price`` as pydantic-ai does;
 - diagnostics: the Governor with ``ModelResponse.cost`` given (no response pricing), and a
   no-op callable (the driver's loop and one call per event: the floor of any per-event API);
+- ``Guard (sync Run)``: the same limits in a ``Guard``, each event sent through ``Run.send``
+  (the run opened by ``RunStarted``, closed after ``RunEnded``): what the driver adds to the
+  engine (goal: at most 1.3x the Governor);
 - ``Governor at BASE``: the Governor of an earlier revision (``HALTWISE_BENCH_BASE``, by default
   the one before the governor took a lock and held reservations), extracted with ``git
   archive`` and imported under another name, so that a change to the hot path is measured
@@ -49,9 +52,11 @@ import haltwise
 from haltwise import (
     Event,
     Governor,
+    Guard,
     Limit,
     ModelRequest,
     ModelResponse,
+    Run,
     RunEnded,
     RunStarted,
     Status,
@@ -60,7 +65,7 @@ from haltwise import (
     TurnStarting,
     Warn,
 )
-from haltwise.engine.decisions import Continue
+from haltwise.engine.decisions import CONTINUE, Continue
 
 #: The default limit set the benchmark governs with, and its numbers for the hand-written loop.
 MAX_TURNS = 25
@@ -83,6 +88,9 @@ RUNS_PER_BATCH = 12
 MEMORY_RUNS = 100
 BUDGET_NS = 1_000
 BUDGET_BYTES = 2_048
+#: The driver's goal: a ``Guard`` costs at most this much more per event than its Governor.
+GUARD_RATIO = 1.3
+GUARD = "Guard (sync Run)"
 
 Handler = Callable[[Event], object]
 
@@ -300,6 +308,28 @@ class PydanticAILimits:
             self.usage = RunUsage()
 
 
+class GuardRun:
+    """The stream through a ``Guard``'s synchronous ``Run``, as a hand-written loop drives it."""
+
+    __slots__ = ("guard", "run")
+
+    def __init__(self) -> None:
+        self.guard = Guard(limits())
+        self.run: Run | None = None
+
+    def handle(self, event: Any) -> object:
+        kind = type(event)
+        if kind is RunStarted:
+            self.run = self.guard.run(event.prompt).__enter__()
+            return CONTINUE
+        current = self.run
+        assert current is not None
+        decision = current.send(event)
+        if kind is RunEnded:
+            current.__exit__(None, None, None)
+        return decision
+
+
 def noop(event: Event) -> None:
     return None
 
@@ -398,6 +428,7 @@ def contenders() -> list[Contender]:
         Contender("pydantic-ai UsageLimits", pydantic_given.handle, run, check=False),
         Contender("  + calc_price per response", pydantic_priced.handle, run, check=False),
         Contender("Governor, response cost given", priced_governor.handle, priced_run, check=True),
+        Contender(GUARD, GuardRun().handle, run, check=True),
         Contender("no-op callable (loop floor)", noop, run, check=False),
         *base_contenders(),
     ]
@@ -442,8 +473,9 @@ def print_speed(players: list[Contender], overhead: float) -> float:
     )
     print(f"{'':34}{'ns/event':>9}{'vs haltwise':>13}{'p10-p90 ns':>15}")
     governor_ns = statistics.median(base.batches)
+    ratios: dict[str, float] = {}
     for player in players:
-        ratio = statistics.median(
+        ratio = ratios[player.name] = statistics.median(
             mine / theirs for mine, theirs in zip(player.batches, base.batches, strict=True)
         )
         deciles = statistics.quantiles(player.batches, n=10)
@@ -453,6 +485,9 @@ def print_speed(players: list[Contender], overhead: float) -> float:
         )
     verdict = "PASS" if governor_ns <= BUDGET_NS else "OVER"
     print(f"budget ~{BUDGET_NS} ns/event: {verdict} ({governor_ns:.0f} ns)")
+    guard = ratios[GUARD]
+    verdict = "PASS" if guard <= GUARD_RATIO else "OVER"
+    print(f"goal: Guard at most {GUARD_RATIO}x the Governor: {verdict} ({guard:.2f}x)")
     print(
         "(pydantic-ai rows check no time limit and reserve no worst-case cost before a request;"
         "\n its agent also deepcopies RunUsage before each batch of tool calls, not counted here)"

@@ -80,6 +80,8 @@ _Need = tuple[str, Any]
 #: bounded memory.
 EVIDENCE_CHARS = 200_000
 EVIDENCE_RESULTS = 200
+#: The events the evidence is gathered from.
+_EVIDENCE = frozenset({ToolCall, ToolResult})
 
 
 class Guard:
@@ -145,10 +147,11 @@ class _RunBase:
         self._suppress = suppress
         #: How the run ended, once it has.
         self.outcome: Outcome | None = None
+        self._handle = guard.governor.handle
         self._notes: list[str] = []
-        self._calls: dict[str, tuple[str, Any]] = {}
+        self._calls: dict[str, ToolCall] = {}
         #: The latest tool results, for a synthesizer: bounded however long the run goes.
-        self._evidence: deque[tuple[str, Any, str]] = deque()
+        self._evidence: deque[tuple[ToolCall | None, ToolResult]] = deque()
         self._evidence_chars = 0
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
@@ -241,22 +244,35 @@ class _RunBase:
         return (yield from self._carry_out(stop, None))
 
     def _record(self, event: Event) -> None:
+        """Keep a tool call, or a tool result with its call, as evidence for a synthesizer."""
         if type(event) is ToolCall:
-            self._calls[event.call_id] = (event.name, event.arguments)
+            calls = self._calls
+            calls[event.call_id] = event
+            if len(calls) > EVIDENCE_RESULTS:  # calls whose results never came: the oldest goes
+                del calls[next(iter(calls))]
         elif type(event) is ToolResult:
-            name, arguments = self._calls.pop(event.call_id, (event.name, None))
-            evidence = self._evidence
-            evidence.append((name, arguments, event.content))
+            self._evidence.append((self._calls.pop(event.call_id, None), event))
             self._evidence_chars += len(event.content)
-            while len(evidence) > 1 and (
-                self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
-            ):
-                self._evidence_chars -= len(evidence.popleft()[2])
+            if self._evidence_chars > EVIDENCE_CHARS or len(self._evidence) > EVIDENCE_RESULTS:
+                self._trim_evidence()
+
+    def _trim_evidence(self) -> None:
+        """The oldest results go until the rest fit; the latest always stays."""
+        evidence = self._evidence
+        while len(evidence) > 1 and (
+            self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
+        ):
+            self._evidence_chars -= len(evidence.popleft()[1].content)
 
     def _evidence_for(self, outcome: Outcome) -> Evidence:
         return Evidence(
             prompt=self.prompt,
-            tool_results=tuple(self._evidence),
+            tool_results=tuple(
+                (result.name, None, result.content)
+                if call is None
+                else (call.name, call.arguments, result.content)
+                for call, result in self._evidence
+            ),
             last_text=outcome.partial_output,
             stop_message=outcome.message,
         )
@@ -340,9 +356,10 @@ class Run(_RunBase):
 
     def send(self, event: Event) -> Decision:
         """Report any event; carry out the decision."""
-        decision = self.guard.governor.handle(event)
+        decision = self._handle(event)
         if decision is CONTINUE:  # the common case: nothing to carry out
-            self._record(event)
+            if type(event) in _EVIDENCE:
+                self._record(event)
             return decision
         return self._drive(self._flow(event, decision))
 
@@ -522,10 +539,10 @@ class AsyncRun(_RunBase):
             self._unsubscribe = None
 
     async def send(self, event: Event) -> Decision:
-        decision = self.guard.governor.handle(event)
+        decision = self._handle(event)
         if decision is not CONTINUE:
             decision = await self._adrive(self._flow(event, decision))
-        else:
+        elif type(event) in _EVIDENCE:
             self._record(event)
         self._arm()
         return decision
