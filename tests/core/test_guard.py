@@ -175,6 +175,22 @@ def test_evidence_is_bounded_in_characters_and_always_holds_the_last_result() ->
     assert len(seen[1].tool_results) == 1
 
 
+def test_calls_whose_results_never_come_are_forgotten_oldest_first() -> None:
+    seen: list[Evidence] = []
+    calls = EVIDENCE_RESULTS + 10
+    guard = Guard(max_tool_calls(calls, on_limit="synthesize"), synthesizer=seen.append)
+    with guard.run("go") as run:
+        for index in range(calls):
+            run.tool_call("read", {"n": index}, f"c{index}")
+        run.tool_result("read", "late", "c0")  # its call was forgotten: no arguments
+        run.tool_result("read", "last", f"c{calls - 1}")
+        run.tool_call("read", {}, "over")
+    assert seen[0].tool_results == (
+        ("read", None, "late"),
+        ("read", {"n": calls - 1}, "last"),
+    )
+
+
 def test_blocked_calls_return_the_refusal() -> None:
     guard = Guard(max_tool_calls(1, tool="web_search"))
     with guard.run() as run:

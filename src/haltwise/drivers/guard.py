@@ -38,7 +38,7 @@ import inspect
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from decimal import Decimal
 from types import TracebackType
@@ -149,10 +149,11 @@ class _RunBase:
         self.outcome: Outcome | None = None
         self._handle = guard.governor.handle
         self._notes: list[str] = []
-        self._calls: dict[str, ToolCall] = {}
+        self._calls: OrderedDict[str, ToolCall] = OrderedDict()
         #: The latest tool results, for a synthesizer: bounded however long the run goes.
         self._evidence: deque[tuple[ToolCall | None, ToolResult]] = deque()
         self._evidence_chars = 0
+        self._evidence_lock = threading.Lock()
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
         self._notes_lock = threading.Lock()
@@ -249,20 +250,18 @@ class _RunBase:
             calls = self._calls
             calls[event.call_id] = event
             if len(calls) > EVIDENCE_RESULTS:  # calls whose results never came: the oldest goes
-                del calls[next(iter(calls))]
+                with contextlib.suppress(KeyError):  # another thread took it
+                    calls.popitem(last=False)
         elif type(event) is ToolResult:
-            self._evidence.append((self._calls.pop(event.call_id, None), event))
-            self._evidence_chars += len(event.content)
-            if self._evidence_chars > EVIDENCE_CHARS or len(self._evidence) > EVIDENCE_RESULTS:
-                self._trim_evidence()
-
-    def _trim_evidence(self) -> None:
-        """The oldest results go until the rest fit; the latest always stays."""
-        evidence = self._evidence
-        while len(evidence) > 1 and (
-            self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
-        ):
-            self._evidence_chars -= len(evidence.popleft()[1].content)
+            call = self._calls.pop(event.call_id, None)
+            evidence = self._evidence
+            with self._evidence_lock:  # threads report results too: the size stays exact
+                evidence.append((call, event))
+                self._evidence_chars += len(event.content)
+                while len(evidence) > 1 and (
+                    self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
+                ):  # the oldest results go until the rest fit; the latest always stays
+                    self._evidence_chars -= len(evidence.popleft()[1].content)
 
     def _evidence_for(self, outcome: Outcome) -> Evidence:
         return Evidence(
