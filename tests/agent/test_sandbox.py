@@ -10,6 +10,7 @@ The tests that need a working ``bwrap`` skip saying so where it is missing, unle
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import secrets
@@ -283,9 +284,8 @@ def test_the_mode_comes_from_the_config_the_environment_and_the_flags(tmp_path: 
 # Through ``haltwise run``
 
 
-def run_args(server: ScriptedServer, workspace: Path, store: Path, *more: str) -> list[str]:
+def agent_args(server: ScriptedServer, workspace: Path, store: Path) -> list[str]:
     return [
-        "run",
         "--base-url",
         server.base_url,
         "--model",
@@ -294,10 +294,11 @@ def run_args(server: ScriptedServer, workspace: Path, store: Path, *more: str) -
         str(workspace),
         "--store",
         str(store),
-        "--yes",
-        "--json",
-        *more,
     ]
+
+
+def run_args(server: ScriptedServer, workspace: Path, store: Path, *more: str) -> list[str]:
+    return ["run", *agent_args(server, workspace, store), "--yes", "--json", *more]
 
 
 def escape_script() -> list[ScriptEntry]:
@@ -359,3 +360,29 @@ def test_a_bad_mode_is_one_line_and_exits_2(
     assert main([*args, "--store", str(store_path)]) == 2
     err = capsys.readouterr().err
     assert "HALTWISE_SANDBOX='sometimes' is not valid: expected one of 'auto', 'on', 'off'" in err
+
+
+# --------------------------------------------------------------------------------------------
+# In the chat
+
+
+def test_the_chat_shows_the_sandbox_in_its_header_and_limits(
+    workspace: Path, store_path: Path
+) -> None:
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+    from rich.console import Console
+
+    from haltwise.agent.chat import ChatApp
+    from haltwise.cli import build_parser
+
+    shown = io.StringIO()
+    with ScriptedServer([], model=MODEL) as server, create_pipe_input() as keys:
+        chat_args = ["chat", *agent_args(server, workspace, store_path), "--sandbox", "off"]
+        args = build_parser().parse_args(chat_args)
+        keys.send_text("/limits\r/exit\r")
+        chat = ChatApp(args, input=keys, output=DummyOutput(), console=Console(file=shown))
+        assert chat.main() == 0
+    lines = [line for line in shown.getvalue().splitlines() if "sandbox:" in line]
+    # Once in the header, once under /limits.
+    assert lines == ["sandbox: off (set by --sandbox)"] * 2
