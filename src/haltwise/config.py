@@ -83,8 +83,8 @@ _WARN_FORMS = "a fraction between 0 and 1, such as 0.8"
 _POLICY_FORMS = "one of " + ", ".join(repr(name) for name in POLICY_NAMES if name != "block")
 #: The agent's shell sandbox modes (``haltwise.agent.sandbox`` carries them out).
 SANDBOX_MODES = ("auto", "on", "off")
-_SANDBOX_FORMS = "one of 'auto', 'on', 'off'"
-_SWITCH_FORMS = "true or false"
+_SANDBOX_FORMS = "one of " + ", ".join(repr(mode) for mode in SANDBOX_MODES)
+_SWITCH_FORMS = "true or false (also yes or no, 1 or 0)"
 _SWITCHES = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
