@@ -137,6 +137,15 @@ def test_hidden_folders_and_sockets_are_out_of_reach(
     assert output.is_error
 
 
+def test_a_hidden_folder_holding_the_workspace_stays_visible(
+    confined: Sandbox, tmp_path: Path
+) -> None:
+    hiding = Sandbox("on", confined.workspace, confined.bwrap, hidden=(tmp_path,))
+    output = shell(hiding, "cat a.txt && echo x > ../outside")
+    assert "alpha" in output.content and "Read-only file system" in output.content
+    assert not (tmp_path / "outside").exists()
+
+
 # --------------------------------------------------------------------------------------------
 # The network
 

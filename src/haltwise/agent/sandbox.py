@@ -15,7 +15,8 @@ work), except:
   neighbours stay as read-only as everything else;
 - ``/dev`` and ``/proc``: fresh ones for the sandbox;
 - ``/run/user`` (session sockets: D-Bus, ssh and gpg agents, Wayland) and Docker's socket are
-  hidden, as a daemon outside would act for the command outside the sandbox.
+  hidden, as a daemon outside would act for the command outside the sandbox (unless the
+  workspace is inside ``/run/user``, which then stays visible, read-only but for the workspace).
 
 It has no network (its own loopback only) unless ``allow_network``; its own PID namespace, so
 that killing ``bwrap`` (a timeout, a cancel) kills every process the command started, however
@@ -107,6 +108,8 @@ class Sandbox:
         # workspace of / would hide.
         mounts += ["--bind", workspace, workspace, "--dev", "/dev", "--proc", "/proc"]
         for path in self.hidden:
+            if path == self.workspace or path in self.workspace.parents:
+                continue  # hiding it would hide the workspace
             if path.is_dir():
                 mounts += ["--tmpfs", str(path)]
             else:
