@@ -16,6 +16,8 @@ Every bad value raises ``InvalidValueError`` naming its source, the value, and t
     warn_at = 0.8               # a note for the model at 80% of each limit
     on_limit = "ask"            # abort | ask | synthesize | best_effort
     ledger = "sqlite:///home/me/fleet.db"   # or redis://host:6379/0 (shared budgets, live runs)
+    sandbox = "auto"            # the agent's shell commands: auto | on | off (bubblewrap)
+    allow_network = false       # whether sandboxed commands may use the network
 
     [tool_calls]                # per-tool caps
     web_search = 5
@@ -79,6 +81,11 @@ _COST_FORMS = "a non-negative amount of US dollars such as '2.00', or 'unlimited
 _TIME_FORMS = "seconds (90) or a duration such as '90s', '30m', '1h30m', or 'unlimited'"
 _WARN_FORMS = "a fraction between 0 and 1, such as 0.8"
 _POLICY_FORMS = "one of " + ", ".join(repr(name) for name in POLICY_NAMES if name != "block")
+#: The agent's shell sandbox modes (``haltwise.agent.sandbox`` carries them out).
+SANDBOX_MODES = ("auto", "on", "off")
+_SANDBOX_FORMS = "one of " + ", ".join(repr(mode) for mode in SANDBOX_MODES)
+_SWITCH_FORMS = "true or false (also yes or no, 1 or 0)"
+_SWITCHES = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,10 @@ class Settings:
     prices: Mapping[str, ModelRate] = field(default_factory=dict)
     #: The ledger's URL (shared budgets, live runs); None: the agent's own store.
     ledger: str | None = None
+    #: The agent's shell sandbox: ``auto``, ``on`` or ``off``.
+    sandbox: str = "auto"
+    #: Whether the agent's sandboxed shell commands may use the network.
+    allow_network: bool = False
     #: Where each setting came from, for messages: setting name -> source.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -209,6 +220,21 @@ def parse_policy(source: str, value: object) -> str:
     raise InvalidValueError(source, value, _POLICY_FORMS)
 
 
+def parse_sandbox(source: str, value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in SANDBOX_MODES:
+        return value.strip().lower()
+    raise InvalidValueError(source, value, _SANDBOX_FORMS)
+
+
+def parse_switch(source: str, value: object) -> bool:
+    """A yes-or-no setting: a TOML boolean, or true/false, yes/no, 1/0 in a variable."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _SWITCHES:
+        return _SWITCHES[value.strip().lower()]
+    raise InvalidValueError(source, value, _SWITCH_FORMS)
+
+
 def parse_turn_limit(text: str) -> int | Unlimited:
     """The argument of the runtime command ``/turn-limit N|unlimited``.
 
@@ -235,6 +261,8 @@ _PARSERS: dict[str, Any] = {
     "warn_at": parse_fraction,
     "on_limit": parse_policy,
     "ledger": check_ledger_url,
+    "sandbox": parse_sandbox,
+    "allow_network": parse_switch,
 }
 
 #: Environment variable -> setting.

@@ -42,7 +42,7 @@ from ..engine.errors import ConfigurationError
 from ..engine.outcome import Usage
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
-from .render import MARK, TerminalView
+from .render import MARK, TerminalView, sandbox_line
 
 __all__ = ["ChatApp", "main"]
 
@@ -50,7 +50,7 @@ HELP_TEXT = """\
 Type a task and press Enter; the agent works until it answers or a limit stops it.
 
   /turn-limit N|unlimited   set the turn limit (unlimited → N restarts the count; N → M keeps it)
-  /limits                   every limit, with its count and cap
+  /limits                   every limit, with its count and cap; the shell sandbox
   /budget                   what this run and this session have spent
   /runs                     the latest stored runs (resume one: haltwise chat --resume RUN_ID)
   /help                     this help
@@ -160,6 +160,7 @@ class ChatApp(Listener):
                 style="dim",
             )
         )
+        self.console.print(sandbox_line(agent.toolbox.sandbox), soft_wrap=True)
         self.console.print(Text(f"limits: {agent.governor.limits!r}", style="dim"))
         record = self.setup.resumed
         if record is not None:
@@ -361,6 +362,7 @@ class ChatApp(Listener):
             cap = "∞" if standing.cap is None else _number(standing.cap)
             table.add_row(standing.limit, _number(standing.used), cap, standing.scope)
         self.console.print(table)
+        self.console.print(sandbox_line(self.setup.agent.toolbox.sandbox), soft_wrap=True)
 
     def _budget(self) -> None:
         assert self.setup is not None

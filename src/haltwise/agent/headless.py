@@ -4,7 +4,8 @@ At a limit the run stops (the seeds' silent abort: there is no one to ask), or, 
 says ``synthesize``, a tools-free pass writes the best answer first. Progress goes to stderr and
 the answer to stdout; with ``--json``, stdout gets the run as ``haltwise.eventlog`` JSON lines:
 each event, then the governor's decision on it, and last a ``Label`` line with the outcome
-(``{"type": "Label", "outcome": {...}, "exit_code": 3, ...}``).
+(``{"type": "Label", "outcome": {...}, "exit_code": 3, "sandbox": {...}, ...}``). Unless
+``--quiet``, stderr first gets the run's header: the shell sandbox in force.
 
 Exit codes: 0 completed; 3 stopped at a limit (even with a synthesized answer); 130 cancelled
 (Ctrl-C); 1 the endpoint or the agent failed; 2 a bad option or setting.
@@ -55,11 +56,12 @@ def exit_code(outcome: Outcome | None) -> int:
 class JsonLines(Listener):
     """The run as ``haltwise.eventlog`` lines (what ``haltwise audit`` reads back): each event,
     then the governor's decision on it; last, a ``Label`` line with the run's outcome, its exit
-    code and the model."""
+    code, the model and the shell sandbox in force (``Sandbox.summary``)."""
 
     def __init__(self, out: TextIO, *, model: str = "") -> None:
         self.out = out
         self.model = model
+        self.sandbox: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -81,6 +83,7 @@ class JsonLines(Listener):
                 "exit_code": code,
                 "exit_status": outcome.reason,
                 "model": self.model,
+                "sandbox": self.sandbox,
             }
         )
 
@@ -124,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .options import build_agent
-    from .render import TerminalView
+    from .render import TerminalView, sandbox_line
 
     task = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
@@ -139,8 +142,12 @@ def main(args: argparse.Namespace) -> int:
     shown: list[Listener] = [] if args.quiet else [view]
     listener = Fanout(*shown, *([json_lines] if json_lines is not None else []))
     setup = build_agent(args, interactive=False, listener=listener, resume=args.resume)
+    sandbox = setup.agent.toolbox.sandbox
     if json_lines is not None:
         json_lines.model = setup.agent.model
+        json_lines.sandbox = sandbox.summary()
+    if not args.quiet:
+        view.console.print(sandbox_line(sandbox), soft_wrap=True)
     try:
         try:
             outcome = run_to_end(setup.agent, task, stderr=stderr)

@@ -50,6 +50,8 @@ _LIMIT_FLAGS: dict[str, tuple[str, str]] = {
     "warn_at": ("warn_at", "parse_fraction"),
     "on_limit": ("on_limit", "parse_policy"),
     "ledger": ("ledger", "check_ledger_url"),
+    "sandbox": ("sandbox", "parse_sandbox"),
+    "allow_network": ("allow_network", "parse_switch"),
 }
 
 
@@ -101,6 +103,19 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         default="60",
         help="the longest a shell command may run (default 60)",
+    )
+    tools.add_argument(
+        "--sandbox",
+        metavar="MODE",
+        help="confine shell commands with bubblewrap: auto (where installed), on (refuse "
+        "without it) or off (default auto; also sandbox in haltwise.toml, $HALTWISE_SANDBOX)",
+    )
+    tools.add_argument(
+        "--allow-network",
+        action="store_true",
+        default=None,
+        help="let sandboxed commands use the network (also allow_network in haltwise.toml, "
+        "$HALTWISE_ALLOW_NETWORK)",
     )
     parser.add_argument(
         "--store",
@@ -279,6 +294,7 @@ def build_agent(
     from ..ledgers import open_ledger
     from ..pricing import Prices
     from .loop import Agent
+    from .sandbox import choose_sandbox
     from .store import Store
     from .tools import Toolbox
 
@@ -322,10 +338,17 @@ def build_agent(
         if not known.knows(model):
             raise UnpricedModelError(model, known.describe_missing(model))
     workspace = workspace_path(args, record.workspace if record is not None else None)
+    sandbox = choose_sandbox(
+        settings.sandbox,
+        workspace,
+        allow_network=settings.allow_network,
+        source=settings.sources.get("sandbox", "--sandbox"),
+    )
     toolbox = Toolbox(
         workspace,
         approver=(lambda command: True) if getattr(args, "yes", False) else approver,
         command_timeout=command_timeout,
+        sandbox=sandbox,
     )
     agent = Agent(
         client,

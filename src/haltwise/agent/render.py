@@ -22,7 +22,9 @@ from .tools import ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["MARK", "TerminalView", "describe_outcome", "short"]
+    from .sandbox import Sandbox
+
+__all__ = ["MARK", "TerminalView", "describe_outcome", "sandbox_line", "short"]
 
 _STATUS_STYLE = {
     Status.COMPLETED: "bold green",
@@ -41,6 +43,13 @@ def short(text: str, limit: int = 100) -> str:
     """One line of at most ``limit`` characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def sandbox_line(sandbox: Sandbox) -> Text:
+    """The sandbox in force, for the run's header and ``/limits``: a warning when ``auto``
+    found no working bubblewrap."""
+    warn = not sandbox.confined and sandbox.mode == "auto"
+    return Text(f"sandbox: {sandbox.describe()}", style="bold yellow" if warn else "dim")
 
 
 def _arguments(raw: str) -> str:

@@ -7,8 +7,9 @@ outside the workspace (``..``, an absolute path, a symlink pointing out) is refu
 error; so is a shell command that the approver does not approve.
 
 Shell commands run with the workspace as their working directory, in their own process group,
-under a per-command timeout; they are *not* sandboxed, which is why they need approval (or
-``--yes``). Nothing here knows about limits or the governor: the loop reports each call to it.
+under a per-command timeout, and need approval (or ``--yes``). Only a ``sandbox`` (see
+``sandbox``: bubblewrap) keeps them inside the workspace; without one they can write anywhere the
+user can. Nothing here knows about limits or the governor: the loop reports each call to it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .sandbox import Sandbox, unconfined
 
 __all__ = ["Approver", "ToolError", "ToolOutput", "Toolbox", "Workspace"]
 
@@ -112,8 +115,11 @@ class Toolbox:
         *,
         approver: Approver | None = None,
         command_timeout: float = 60.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        #: How shell commands run; None: unconfined (``sandbox.choose_sandbox`` makes one).
+        self.sandbox = sandbox or unconfined(self.workspace.root, "no sandbox given")
         #: Asked before each shell command; None refuses every command (no one to ask).
         self.approver = approver
         #: The longest a shell command may run, in seconds.
@@ -342,8 +348,7 @@ class Toolbox:
     def _run(self, command: str, limit: float, why: str) -> ToolOutput:
         self._cancelled.clear()
         process = subprocess.Popen(
-            command,
-            shell=True,
+            self.sandbox.argv(command),
             cwd=self.workspace.root,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
