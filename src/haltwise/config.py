@@ -270,13 +270,14 @@ def settings_from_file(path: str | Path, base: Settings | None = None) -> Settin
     """``base`` with what a ``haltwise.toml`` (or a ``pyproject.toml``'s ``[tool.haltwise]``)
     sets."""
     path = Path(path)
+    text = _read_config(path)
     try:
-        with path.open("rb") as file:
-            document = tomllib.load(file, parse_float=Decimal)
-    except FileNotFoundError:
-        raise ConfigurationError(f"config file {str(path)!r} does not exist") from None
+        document = tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigurationError(f"{path}: not valid TOML: {error}") from None
+        raise ConfigurationError(
+            f"config file {path}: not valid TOML: {error}; fix that line (the syntax: "
+            "https://toml.io)"
+        ) from None
     table: Any = document
     where = str(path)
     if path.name == "pyproject.toml":
@@ -285,6 +286,38 @@ def settings_from_file(path: str | Path, base: Settings | None = None) -> Settin
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table of settings")
     return _apply_table(table, where, base or Settings())
+
+
+def _read_config(path: Path) -> str:
+    """The text of a config file, or a ``ConfigurationError`` that names it, says what is
+    wrong and how to fix it."""
+    fix = "name another with --config"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigurationError(f"config file {path} does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise ConfigurationError(
+            f"config file {path} is a folder; name the file in it, e.g. --config "
+            f"{path / 'haltwise.toml'}"
+        ) from None
+    except PermissionError:
+        raise ConfigurationError(
+            f"config file {path} cannot be read (permission denied); make it readable "
+            f"(chmod u+r {path}) or {fix}"
+        ) from None
+    except OSError as error:
+        raise ConfigurationError(
+            f"config file {path} cannot be read ({error.strerror or error}); {fix}"
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigurationError(
+            f"config file {path} is not UTF-8 text (byte {data[error.start]:#04x} on line "
+            f"{line}); save it as UTF-8"
+        ) from None
 
 
 def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:

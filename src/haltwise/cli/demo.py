@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 listener=TerminalView(console, widget_lines=True),
                 base_url=server.base_url,
             )
-            outcome = run_to_end(agent, task, stderr=sys.stderr)
+            outcome = run_to_end(agent, task, stderr=sys.stderr).outcome
             served = server.responses_served
         store.close()
     left = [entry for entry in script[served:] if isinstance(entry, Reply)]
