@@ -176,8 +176,9 @@ def run(args: argparse.Namespace) -> int:
             + ".\n"
             f"  Not spent: {len(left)} model calls, {tokens:,} tokens, ${dollars:.2f} at "
             f"{MODEL} prices, and the minutes they take.\n"
-            f"  The run's conversation and counts were checkpointed ({outcome.checkpoint}), "
-            "so a real run could be resumed where it stopped.",
+            "  A real run is checkpointed like this one, its conversation and counts after "
+            "every turn,\n  and resumes where it stopped (haltwise run --resume RUN); the demo's "
+            "store and workspace\n  were temporary and are gone.",
         )
     )
     console.print()
