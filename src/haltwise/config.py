@@ -16,6 +16,7 @@ Every bad value raises ``InvalidValueError`` naming its source, the value, and t
     warn_at = 0.8               # a note for the model at 80% of each limit
     on_limit = "ask"            # abort | ask | synthesize | best_effort
     ledger = "sqlite:///home/me/fleet.db"   # or redis://host:6379/0 (shared budgets, live runs)
+    on_ledger_error = "closed"  # an unreachable ledger stops the run; "open": go on locally
 
     [tool_calls]                # per-tool caps
     web_search = 5
@@ -78,6 +79,10 @@ _COUNT_FORMS = "a non-negative integer or 'unlimited'"
 _COST_FORMS = "a non-negative amount of US dollars such as '2.00', or 'unlimited'"
 _TIME_FORMS = "seconds (90) or a duration such as '90s', '30m', '1h30m', or 'unlimited'"
 _WARN_FORMS = "a fraction between 0 and 1, such as 0.8"
+_LEDGER_ERROR_FORMS = (
+    "'closed' (an unreachable ledger stops the run) or 'open' (the run goes on under its local "
+    "limits and settles with the ledger once it is back)"
+)
 _POLICY_FORMS = "one of " + ", ".join(repr(name) for name in POLICY_NAMES if name != "block")
 
 
@@ -102,6 +107,8 @@ class Settings:
     prices: Mapping[str, ModelRate] = field(default_factory=dict)
     #: The ledger's URL (shared budgets, live runs); None: the agent's own store.
     ledger: str | None = None
+    #: What an unreachable ledger does to a run with shared limits: ``closed`` or ``open``.
+    on_ledger_error: str = "closed"
     #: Where each setting came from, for messages: setting name -> source.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -209,6 +216,12 @@ def parse_policy(source: str, value: object) -> str:
     raise InvalidValueError(source, value, _POLICY_FORMS)
 
 
+def parse_on_ledger_error(source: str, value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("closed", "open"):
+        return value.strip().lower()
+    raise InvalidValueError(source, value, _LEDGER_ERROR_FORMS)
+
+
 def parse_turn_limit(text: str) -> int | Unlimited:
     """The argument of the runtime command ``/turn-limit N|unlimited``.
 
@@ -235,6 +248,7 @@ _PARSERS: dict[str, Any] = {
     "warn_at": parse_fraction,
     "on_limit": parse_policy,
     "ledger": check_ledger_url,
+    "on_ledger_error": parse_on_ledger_error,
 }
 
 #: Environment variable -> setting.

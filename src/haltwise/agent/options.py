@@ -50,6 +50,7 @@ _LIMIT_FLAGS: dict[str, tuple[str, str]] = {
     "warn_at": ("warn_at", "parse_fraction"),
     "on_limit": ("on_limit", "parse_policy"),
     "ledger": ("ledger", "check_ledger_url"),
+    "on_ledger_error": ("on_ledger_error", "parse_on_ledger_error"),
 }
 
 
@@ -108,6 +109,12 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="the SQLite store (default: $HALTWISE_STORE, else the user data dir)",
     )
     add_ledger_argument(parser)
+    parser.add_argument(
+        "--on-ledger-error",
+        metavar="closed|open",
+        help="when the ledger cannot be reached: closed stops the run (default), open goes on "
+        "under the local limits (also HALTWISE_ON_LEDGER_ERROR, on_ledger_error in the config)",
+    )
 
 
 def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
@@ -276,6 +283,7 @@ def build_agent(
     ``"last"``). Raises ``ConfigurationError`` for bad values, ``AgentError`` for an endpoint
     that cannot be used."""
     from ..engine.errors import UnpricedModelError
+    from ..engine.governor import Governor
     from ..ledgers import open_ledger
     from ..pricing import Prices
     from .loop import Agent
@@ -327,14 +335,15 @@ def build_agent(
         approver=(lambda command: True) if getattr(args, "yes", False) else approver,
         command_timeout=command_timeout,
     )
+    governor = Governor(
+        limits, pricer=prices, ledger=ledger, on_ledger_error=settings.on_ledger_error
+    )
     agent = Agent(
         client,
         model,
         toolbox,
-        limits=limits,
-        pricer=prices,
+        governor=governor,
         store=store,
-        ledger=ledger,
         listener=listener,
         prompter=prompter,
         max_output_tokens=max_output,
