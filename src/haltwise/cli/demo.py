@@ -96,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from openai import OpenAI
-    from rich.console import Console
     from rich.text import Text
 
     from haltwise.agent.headless import run_to_end
@@ -109,12 +108,14 @@ def run(args: argparse.Namespace) -> int:
     from haltwise.pricing import Prices
     from haltwise.testing import Reply, ScriptedServer
 
+    from ._console import PipeConsole
+
     max_turns = parse_count("--max-turns", args.max_turns)
     settings = Settings(max_turns=max_turns)
     limits = agent_limits(settings, interactive=False)
     if args.no_stuck:
         limits = replace(settings, warn_at=DEFAULT_WARN_AT).limits()
-    console = Console(highlight=False, soft_wrap=True)
+    console = PipeConsole(highlight=False, soft_wrap=True)
     script = recording()
     # The recorded commands say "python": make it this interpreter.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
