@@ -88,9 +88,7 @@ class Ending:
 
     @property
     def exit_code(self) -> int:
-        if self.signal is None:
-            return exit_code(self.outcome)
-        return exit_code(self.outcome, self.signal)
+        return exit_code(self.outcome, self.signal or signal.SIGINT)
 
 
 class JsonLines(Listener):
@@ -118,12 +116,13 @@ class JsonLines(Listener):
                 for record in records:
                     write_line(self.out, record)
                 self.out.flush()
+                return
             except BrokenPipeError:
                 self.closed = True
                 if self.on_closed is None:
                     raise
-        if self.closed and self.on_closed is not None:
-            self.on_closed()
+        # Outside the lock: the callback cancels the run, which may write again.
+        self.on_closed()
 
     def event(self, event: Event, decision: Decision) -> None:
         self.write(event_to_dict(event), decision_to_dict(decision))
@@ -187,8 +186,7 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
     with _stop_signals(received):
         worker = threading.Thread(target=work, name="haltwise-agent", daemon=True)
         worker.start()
-        # An Event, not Thread.join: a signal that interrupts join() can leave the thread
-        # looking finished while it still runs.
+        # The handlers only note a signal: this loop acts on it within a quarter second.
         while not done.wait(0.25):
             if not received:
                 continue
