@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import child_environ, default_signals
 
-import haltwise
 from haltwise.agent.store import Store
 from haltwise.cli import main
 from haltwise.eventlog import read_event_log
@@ -190,26 +189,10 @@ def test_the_model_is_taken_from_the_server_when_it_has_one(
         assert server.requests[0]["model"] == "the-only-one"
 
 
-def child_environ() -> dict[str, str]:
-    """This environment, with the haltwise under test first on the child's path (a relative
-    PYTHONPATH would not reach it from the test's folder)."""
-    source = str(Path(haltwise.__file__).resolve().parents[1])
-    path = os.pathsep.join([source, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return dict(os.environ, PYTHONPATH=path)
-
-
-def default_signals() -> None:
-    """In the child, before haltwise starts: the stop signals at their defaults, whatever the
-    parent's are (a shell starts a background job, pytest's too, with SIGINT ignored; nohup
-    ignores SIGHUP), since haltwise leaves an ignored signal ignored."""
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, signal.SIG_DFL)
-
-
 def spawn(
     args: list[str], store: Path, preexec: Callable[[], None] = default_signals
 ) -> subprocess.Popen[str]:
-    environ = dict(child_environ(), HALTWISE_STORE=str(store), PYTHONUNBUFFERED="1")
+    environ = child_environ(HALTWISE_STORE=str(store))
     return subprocess.Popen(
         [sys.executable, "-m", "haltwise", *args],
         stdout=subprocess.PIPE,

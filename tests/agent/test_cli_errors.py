@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import child_environ, default_signals
 
-import haltwise
 from haltwise.agent.store import Store
 from haltwise.cli import main
 from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
@@ -29,19 +29,6 @@ MODEL = "scripted-model"
 #: Options that get a run past its endpoint's checks without a server (nothing is sent).
 NO_SERVER = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def child_environ(**more: str) -> dict[str, str]:
-    """This environment, with the haltwise under test first on the child's path."""
-    source = str(Path(haltwise.__file__).resolve().parents[1])
-    path = os.pathsep.join([source, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **more)
-
-
-def default_signals() -> None:
-    """The child's stop signals at their defaults, whatever the parent's are."""
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, signal.SIG_DFL)
 
 
 def haltwise_command(*args: str, prelude: str = "") -> list[str]:

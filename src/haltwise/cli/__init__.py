@@ -6,7 +6,8 @@ imports) and ``run(args) -> int`` (the exit code). Add a subcommand by naming it
 
 What every subcommand shares is here: a ``ConfigurationError`` is one line and exit 2, another
 ``HaltwiseError`` one line and exit 1; a closed pipe (``| head``) ends the command quietly with
-141; a second Ctrl-C with 130; anything else is a bug of ours, whose traceback goes to
+141; a Ctrl-C the command does not handle itself with 130; an ``OSError`` (a full disk) is
+one line and exit 1; anything else is a bug of ours, whose traceback goes to
 ``haltwise.log`` next to the store while the user reads one line naming that file.
 """
 
