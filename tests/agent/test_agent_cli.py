@@ -301,6 +301,8 @@ def test_demo_runs_offline_and_ends_with_the_pointer(capsys: pytest.CaptureFixtu
     assert "haltwise → model: You seem to be stuck" in out
     assert "abandoned (stuck." in out
     assert "What the stop saved" in out and "Not spent:" in out
+    # Its store is a temporary one: no checkpoint is promised from it.
+    assert "checkpointed (sqlite:" not in out and "were temporary and are gone" in out
     assert out.rstrip().splitlines()[-3].lstrip().startswith("haltwise chat --base-url")
 
 
