@@ -262,9 +262,11 @@ Toolbox.read_file = read_file"""
 
 #: A tool that does not heed a cancel: only a second signal stops the wait.
 DEAF_TOOL = """\
-import time
+import sys, time
 from haltwise.agent.tools import Toolbox, ToolOutput
 def read_file(self, **arguments):
+    sys.stderr.write("reading\\n")
+    sys.stderr.flush()
     time.sleep(30)
     return ToolOutput("late")
 Toolbox.read_file = read_file"""
@@ -304,9 +306,9 @@ def test_a_second_signal_stops_waiting_and_the_run_is_recorded_cancelled(
     with ScriptedServer([read(), reply("never")], model=MODEL) as server:
         args = run_args(server, workspace, "Read.", "--json", "-q", "--store", str(store_path))
         process = start(args, store_path, DEAF_TOOL)
-        wait_for(lambda: len(server.requests) == 1, process)
-        process.send_signal(signal.SIGTERM)
         assert process.stderr is not None
+        assert process.stderr.readline() == "reading\n"
+        process.send_signal(signal.SIGTERM)
         assert process.stderr.readline() == "cancelling the run… (once more to quit at once)\n"
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=10)
