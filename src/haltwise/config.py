@@ -18,6 +18,7 @@ Every bad value raises ``InvalidValueError`` naming its source, the value, and t
     ledger = "sqlite:///home/me/fleet.db"   # or redis://host:6379/0 (shared budgets, live runs)
     sandbox = "auto"            # the agent's shell commands: auto | on | off (bubblewrap)
     allow_network = false       # whether sandboxed commands may use the network
+    on_ledger_error = "closed"  # an unreachable ledger stops the run; "open": go on locally
 
     [tool_calls]                # per-tool caps
     web_search = 5
@@ -80,6 +81,10 @@ _COUNT_FORMS = "a non-negative integer or 'unlimited'"
 _COST_FORMS = "a non-negative amount of US dollars such as '2.00', or 'unlimited'"
 _TIME_FORMS = "seconds (90) or a duration such as '90s', '30m', '1h30m', or 'unlimited'"
 _WARN_FORMS = "a fraction between 0 and 1, such as 0.8"
+_LEDGER_ERROR_FORMS = (
+    "'closed' (an unreachable ledger stops the run) or 'open' (the run goes on under its local "
+    "limits and settles with the ledger once it is back)"
+)
 _POLICY_FORMS = "one of " + ", ".join(repr(name) for name in POLICY_NAMES if name != "block")
 #: The agent's shell sandbox modes (``haltwise.agent.sandbox`` carries them out).
 SANDBOX_MODES = ("auto", "on", "off")
@@ -113,6 +118,8 @@ class Settings:
     sandbox: str = "auto"
     #: Whether the agent's sandboxed shell commands may use the network.
     allow_network: bool = False
+    #: What an unreachable ledger does to a run with shared limits: ``closed`` or ``open``.
+    on_ledger_error: str = "closed"
     #: Where each setting came from, for messages: setting name -> source.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -235,6 +242,12 @@ def parse_switch(source: str, value: object) -> bool:
     raise InvalidValueError(source, value, _SWITCH_FORMS)
 
 
+def parse_on_ledger_error(source: str, value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("closed", "open"):
+        return value.strip().lower()
+    raise InvalidValueError(source, value, _LEDGER_ERROR_FORMS)
+
+
 def parse_turn_limit(text: str) -> int | Unlimited:
     """The argument of the runtime command ``/turn-limit N|unlimited``.
 
@@ -263,6 +276,7 @@ _PARSERS: dict[str, Any] = {
     "ledger": check_ledger_url,
     "sandbox": parse_sandbox,
     "allow_network": parse_switch,
+    "on_ledger_error": parse_on_ledger_error,
 }
 
 #: Environment variable -> setting.
@@ -298,13 +312,14 @@ def settings_from_file(path: str | Path, base: Settings | None = None) -> Settin
     """``base`` with what a ``haltwise.toml`` (or a ``pyproject.toml``'s ``[tool.haltwise]``)
     sets."""
     path = Path(path)
+    text = _read_config(path)
     try:
-        with path.open("rb") as file:
-            document = tomllib.load(file, parse_float=Decimal)
-    except FileNotFoundError:
-        raise ConfigurationError(f"config file {str(path)!r} does not exist") from None
+        document = tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigurationError(f"{path}: not valid TOML: {error}") from None
+        raise ConfigurationError(
+            f"config file {path}: not valid TOML: {error}; fix that line (the syntax: "
+            "https://toml.io)"
+        ) from None
     table: Any = document
     where = str(path)
     if path.name == "pyproject.toml":
@@ -313,6 +328,38 @@ def settings_from_file(path: str | Path, base: Settings | None = None) -> Settin
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table of settings")
     return _apply_table(table, where, base or Settings())
+
+
+def _read_config(path: Path) -> str:
+    """The text of a config file, or a ``ConfigurationError`` that names it, says what is
+    wrong and how to fix it."""
+    fix = "name another with --config"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigurationError(f"config file {path} does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise ConfigurationError(
+            f"config file {path} is a folder; name the file in it, e.g. --config "
+            f"{path / 'haltwise.toml'}"
+        ) from None
+    except PermissionError:
+        raise ConfigurationError(
+            f"config file {path} cannot be read (permission denied); make it readable "
+            f"(chmod u+r {path}) or {fix}"
+        ) from None
+    except OSError as error:
+        raise ConfigurationError(
+            f"config file {path} cannot be read ({error.strerror or error}); {fix}"
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigurationError(
+            f"config file {path} is not UTF-8 text (byte {data[error.start]:#04x} on line "
+            f"{line}); save it as UTF-8"
+        ) from None
 
 
 def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import child_environ, default_signals
 
 from haltwise.agent.store import Store
 from haltwise.cli import main
@@ -188,14 +189,17 @@ def test_the_model_is_taken_from_the_server_when_it_has_one(
         assert server.requests[0]["model"] == "the-only-one"
 
 
-def spawn(args: list[str], store: Path) -> subprocess.Popen[str]:
-    environ = dict(os.environ, HALTWISE_STORE=str(store), PYTHONUNBUFFERED="1")
+def spawn(
+    args: list[str], store: Path, preexec: Callable[[], None] = default_signals
+) -> subprocess.Popen[str]:
+    environ = child_environ(HALTWISE_STORE=str(store))
     return subprocess.Popen(
         [sys.executable, "-m", "haltwise", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=environ,
+        preexec_fn=preexec,
     )
 
 
@@ -207,17 +211,48 @@ def wait_for_requests(server: ScriptedServer, count: int, process: subprocess.Po
         time.sleep(0.02)
 
 
-def test_ctrl_c_cancels_cleanly_and_exits_130(workspace: Path, store_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "code", "said"),
+    [
+        (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+        (signal.SIGHUP, 129, "the terminal hung up (SIGHUP)"),
+    ],
+)
+def test_a_stop_signal_cancels_cleanly(
+    stop: signal.Signals, code: int, said: str, workspace: Path, store_path: Path
+) -> None:
     with ScriptedServer([read(), reply("late", delay=30)], model=MODEL) as server:
-        process = spawn(run_args(server, workspace, store_path, "Go.", "--json")[0:], store_path)
+        process = spawn(run_args(server, workspace, store_path, "Go.", "--json"), store_path)
         wait_for_requests(server, 2, process)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         out, err = process.communicate(timeout=10)
-    assert process.returncode == 130, err
-    label = json_lines(out)[-1]
+    assert process.returncode == code, err
+    lines = json_lines(out)
+    assert [line["type"] for line in lines].count("Label") == 1
+    label = lines[-1]
+    assert label["type"] == "Label" and label["exit_code"] == code
     assert label["outcome"]["status"] == "cancelled"
-    assert label["outcome"]["message"] == "The run was cancelled: interrupted (Ctrl-C)."
+    assert label["outcome"]["message"] == f"The run was cancelled: {said}."
     assert "Traceback" not in err
+    with Store(store_path) as store:
+        record = store.load_run(label["outcome"]["run_id"])
+    assert (record.status, record.reason) == ("cancelled", "cancelled")
+    assert record.checkpoint is not None and record.checkpoint["run"]["model_calls"] == 2
+
+
+def test_a_signal_ignored_at_start_stays_ignored(workspace: Path, store_path: Path) -> None:
+    def hang_up_ignored() -> None:  # as under nohup
+        default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    with ScriptedServer([read(), reply("Done.", delay=1)], model=MODEL) as server:
+        args = run_args(server, workspace, store_path, "Go.", "-q")
+        process = spawn(args, store_path, hang_up_ignored)
+        wait_for_requests(server, 2, process)
+        process.send_signal(signal.SIGHUP)
+        out, err = process.communicate(timeout=10)
+    assert (process.returncode, out, err) == (0, "Done.\n", "")
 
 
 def test_a_crash_loses_nothing_that_was_checkpointed(
@@ -266,6 +301,8 @@ def test_demo_runs_offline_and_ends_with_the_pointer(capsys: pytest.CaptureFixtu
     assert "haltwise → model: You seem to be stuck" in out
     assert "abandoned (stuck." in out
     assert "What the stop saved" in out and "Not spent:" in out
+    # Its store is a temporary one: no checkpoint is promised from it.
+    assert "checkpointed (sqlite:" not in out and "were temporary and are gone" in out
     assert out.rstrip().splitlines()[-3].lstrip().startswith("haltwise chat --base-url")
 
 

@@ -409,6 +409,17 @@ class Agent:
         self._cut_off()
         return True
 
+    def abandon(self) -> Outcome:
+        """End the current run now, without waiting for the thread that runs it, which is
+        stuck in a call that does not heed ``cancel()``: the run ends as the cancel would have
+        ended it, in the governor and the store. For a face that quits next (a second
+        Ctrl-C); if that thread ever finishes, it records its own end over this one."""
+        self._tell_governor()
+        outcome = self.governor.interrupted("The run was abandoned while it waited.").outcome
+        if self.store is not None:
+            self.store.end_run(self._run_id, outcome)
+        return outcome
+
     def _governor_cancelled(self) -> None:
         """The governor was cancelled or killed by someone else: it has the reason; the
         agent only cuts off what is in flight."""

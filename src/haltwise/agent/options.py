@@ -52,6 +52,7 @@ _LIMIT_FLAGS: dict[str, tuple[str, str]] = {
     "ledger": ("ledger", "check_ledger_url"),
     "sandbox": ("sandbox", "parse_sandbox"),
     "allow_network": ("allow_network", "parse_switch"),
+    "on_ledger_error": ("on_ledger_error", "parse_on_ledger_error"),
 }
 
 
@@ -123,6 +124,12 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help="the SQLite store (default: $HALTWISE_STORE, else the user data dir)",
     )
     add_ledger_argument(parser)
+    parser.add_argument(
+        "--on-ledger-error",
+        metavar="closed|open",
+        help="when the ledger cannot be reached: closed stops the run (default), open goes on "
+        "under the local limits (also HALTWISE_ON_LEDGER_ERROR, on_ledger_error in the config)",
+    )
 
 
 def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
@@ -291,6 +298,7 @@ def build_agent(
     ``"last"``). Raises ``ConfigurationError`` for bad values, ``AgentError`` for an endpoint
     that cannot be used."""
     from ..engine.errors import UnpricedModelError
+    from ..engine.governor import Governor
     from ..ledgers import open_ledger
     from ..pricing import Prices
     from .loop import Agent
@@ -350,14 +358,15 @@ def build_agent(
         command_timeout=command_timeout,
         sandbox=sandbox,
     )
+    governor = Governor(
+        limits, pricer=prices, ledger=ledger, on_ledger_error=settings.on_ledger_error
+    )
     agent = Agent(
         client,
         model,
         toolbox,
-        limits=limits,
-        pricer=prices,
+        governor=governor,
         store=store,
-        ledger=ledger,
         listener=listener,
         prompter=prompter,
         max_output_tokens=max_output,

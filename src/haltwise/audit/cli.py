@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from ..cli._errors import check_output_path
     from ..engine.limits import Limit
     from ..pricing import Prices
     from .expr import parse_limits, scaled
@@ -132,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"haltwise audit: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.html:
+        # Before the replay, which may take minutes: not after it, with nothing written.
+        check_output_path("--html", args.html)
     # Recorded runs carry no request times: a price that changed over time is unknown here.
     pricer = Prices(undated=True)
     reader = Reader(model=args.model, known_model=pricer.knows)

@@ -3,6 +3,12 @@
 A subcommand module has ``HELP`` (one line), ``configure(parser)`` (its arguments; no heavy
 imports) and ``run(args) -> int`` (the exit code). Add a subcommand by naming its module in
 ``COMMANDS``.
+
+What every subcommand shares is here: a ``ConfigurationError`` is one line and exit 2, another
+``HaltwiseError`` one line and exit 1; a closed pipe (``| head``) ends the command quietly with
+141; a Ctrl-C the command does not handle itself with 130; an ``OSError`` (a full disk) is
+one line and exit 1; anything else is a bug of ours, whose traceback goes to
+``haltwise.log`` next to the store while the user reads one line naming that file.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from .. import __version__
 from ..engine.errors import ConfigurationError, HaltwiseError
+from ._errors import EXIT_BROKEN_PIPE, crash_log_path, log_crash, say, silence_stdout
 
 __all__ = ["COMMANDS", "main"]
 
@@ -33,6 +41,8 @@ COMMANDS: dict[str, str] = {
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+#: Interrupted (Ctrl-C) before the command could finish: 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 def _load(name: str) -> ModuleType:
@@ -44,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="haltwise",
         description="Make every LLM agent loop halt at the right moment, with nothing lost.",
     )
+    parser.add_argument("--version", action="version", version=f"haltwise {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = _load(name)
@@ -58,13 +69,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    name = f"haltwise {args.command}"
     try:
         code: int = _load(args.command).run(args)
+        # A reader that went away is noticed here, not in the flush at exit.
+        sys.stdout.flush()
     except ConfigurationError as error:
-        print(f"haltwise {args.command}: {error}", file=sys.stderr)
+        say(f"{name}: {error}")
         return EXIT_USAGE
     except HaltwiseError as error:
-        print(f"haltwise {args.command}: {error}", file=sys.stderr)
+        say(f"{name}: {error}")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        say(f"{name}: interrupted")
+        return EXIT_INTERRUPTED
+    except OSError as error:
+        # The machine's answer (a full disk, a file gone), not a bug: its own words.
+        told = f"{error.filename}: {error.strerror}" if error.filename else str(error)
+        say(f"{name}: {told}")
+        return EXIT_ERROR
+    except Exception as error:
+        logged = log_crash(error, crash_log_path(args))
+        told = f"the traceback is in {logged}" if logged else "the traceback could not be saved"
+        say(
+            f"{name}: internal error ({type(error).__name__}: {error}); this is a bug in "
+            f"haltwise, please report it: {told}"
+        )
         return EXIT_ERROR
     return code
 

@@ -92,8 +92,9 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
         print(f"{title}: none")
         return
     try:
-        from rich.console import Console
         from rich.table import Table
+
+        from ._console import PipeConsole
     except ImportError:  # pragma: no cover - rich comes with haltwise[agent]
         widths = [len(max(column, key=len)) for column in zip(columns, *rows, strict=True)]
         print(title)
@@ -105,7 +106,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
         table.add_column(column)
     for row in rows:
         table.add_row(*row)
-    Console(highlight=False).print(table)
+    PipeConsole(highlight=False).print(table)
 
 
 def print_json(data: Any) -> None:

@@ -96,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from openai import OpenAI
-    from rich.console import Console
     from rich.text import Text
 
     from haltwise.agent.headless import run_to_end
@@ -109,12 +108,14 @@ def run(args: argparse.Namespace) -> int:
     from haltwise.pricing import Prices
     from haltwise.testing import Reply, ScriptedServer
 
+    from ._console import PipeConsole
+
     max_turns = parse_count("--max-turns", args.max_turns)
     settings = Settings(max_turns=max_turns)
     limits = agent_limits(settings, interactive=False)
     if args.no_stuck:
         limits = replace(settings, warn_at=DEFAULT_WARN_AT).limits()
-    console = Console(highlight=False, soft_wrap=True)
+    console = PipeConsole(highlight=False, soft_wrap=True)
     script = recording()
     # The recorded commands say "python": make it this interpreter.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 listener=TerminalView(console, widget_lines=True),
                 base_url=server.base_url,
             )
-            outcome = run_to_end(agent, task, stderr=sys.stderr)
+            outcome = run_to_end(agent, task, stderr=sys.stderr).outcome
             served = server.responses_served
         store.close()
     left = [entry for entry in script[served:] if isinstance(entry, Reply)]
@@ -176,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
             + ".\n"
             f"  Not spent: {len(left)} model calls, {tokens:,} tokens, ${dollars:.2f} at "
             f"{MODEL} prices, and the minutes they take.\n"
-            f"  The run's conversation and counts were checkpointed ({outcome.checkpoint}), "
-            "so a real run could be resumed where it stopped.",
+            "  A real run is checkpointed like this one, its conversation and counts after "
+            "every turn,\n  and resumes where it stopped (haltwise run --resume RUN); the demo's "
+            "store and workspace\n  were temporary and are gone.",
         )
     )
     console.print()

@@ -22,7 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_agent_arguments(parser)
     parser.epilog = (
-        "exit codes: 0 completed, 3 stopped at a limit, 130 cancelled, 1 error, 2 bad option"
+        "exit codes: 0 completed, 3 stopped at a limit, 1 error, 2 bad option; cancelled: 130 "
+        "Ctrl-C, 143 SIGTERM, 129 SIGHUP, 141 output closed (| head)"
     )
 
 
