@@ -2,7 +2,8 @@
 
 The widget (``Turns: 3/25``), an approval, ``/turn-limit abc`` refused, ``/turn-limit 2`` then the
 dialog at the third turn, ``continue`` showing the reset count, ``unlimited`` shown as ``∞``,
-Ctrl-C stopping a run and a second Ctrl-C leaving; then ``--resume`` keeping the counts.
+Ctrl-C stopping a run and a second Ctrl-C leaving; then ``--resume`` keeping the counts; SIGTERM
+and a closed terminal cancelling a run with its checkpoint kept.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from haltwise.agent.store import Store
 from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
 
 #: The workspace, the store and the isolation from the user's environment.
@@ -220,3 +223,61 @@ def test_ctrl_c_at_the_dialog_cancels_the_run(
         assert len(server.requests) == 1
         terminal.keys("C-c")
         terminal.wait_for("CHAT-EXITED 0")
+
+
+def _chat_pid(terminal: Terminal) -> int:
+    """The chat's process: the child of the pane's shell (``env`` execs Python)."""
+    shell = terminal._tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip()
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", shell], capture_output=True, text=True)
+    return int(children.stdout.split()[0])
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone(pid: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        assert time.monotonic() < deadline, f"process {pid} still runs"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("how", "reason", "code"),
+    [
+        ("SIGTERM", "terminated (SIGTERM)", 143),
+        ("close the terminal", "the terminal hung up (SIGHUP)", None),
+    ],
+)
+def test_sigterm_or_a_closed_terminal_cancels_the_run_and_keeps_its_checkpoint(
+    workspace: Path,
+    store_path: Path,
+    terminals: list[Terminal],
+    how: str,
+    reason: str,
+    code: int | None,
+) -> None:
+    script = [reply("Step.", tool_calls=[tool_call("list_dir")]), reply("slow", delay=60)]
+    with ScriptedServer(script, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/25", where="bottom")
+        terminal.type("Go.")
+        terminal.wait_for("Turns: 2/25", where="bottom")  # waiting on the slow reply
+        pid = _chat_pid(terminal)
+        if how == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+            terminal.wait_for(f"The run was cancelled: {reason}.")
+            terminal.wait_for(f"CHAT-EXITED {code}")
+        else:
+            terminal.close()  # the pane's terminal goes away: SIGHUP
+            _gone(pid)
+    with Store(store_path) as store:
+        record = store.load_run(store.recent_runs()[0][0])
+    assert (record.status, record.reason) == ("cancelled", "cancelled")
+    assert record.outcome is not None and reason in record.outcome["message"]
+    assert record.checkpoint is not None and record.checkpoint["run"]["model_calls"] == 2

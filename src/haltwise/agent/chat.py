@@ -8,6 +8,8 @@
   ``wrap up`` (a tools-free pass writes the best answer) or ``abort``. Shell commands wait for
   approval the same way, unless ``--yes``.
 - Ctrl-C stops the current run (outcome ``cancelled``); a second Ctrl-C at the prompt exits.
+- SIGTERM and SIGHUP (the terminal closed) stop the current run the same way, checkpointed,
+  then end the chat (exit 143 or 129); a second one stops waiting for the run.
 
 Questions from the run's thread are put to the human on the main thread, which owns the
 terminal; the run's thread waits for the answer.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -40,6 +43,7 @@ from ..drivers.prompters import parse_answer
 from ..engine.decisions import Answer, Ask
 from ..engine.errors import ConfigurationError
 from ..engine.outcome import Usage
+from .headless import STOP_SIGNALS
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
 from .render import MARK, TerminalView, sandbox_line
@@ -105,6 +109,8 @@ class ChatApp(Listener):
         self._armed = False
         self._exit = False
         self._live: Live | None = None
+        #: The SIGTERM or SIGHUP that ended the chat, if one did.
+        self._signal: int | None = None
         self.session: PromptSession[str] | None = None
         self.setup: Setup | None = None
 
@@ -125,6 +131,15 @@ class ChatApp(Listener):
             resume=self.args.resume,
         )
         try:
+            with _ending_signals(self._owns_terminal):
+                self._loop()
+        finally:
+            self.setup.store.close()
+        return 0 if self._signal is None else 128 + self._signal
+
+    def _loop(self) -> None:
+        """Prompts until /exit, Ctrl-C twice, end of input, SIGTERM or SIGHUP."""
+        try:
             self._banner()
             self.session = PromptSession(
                 bottom_toolbar=lambda: self.toolbar_text(),
@@ -144,9 +159,8 @@ class ChatApp(Listener):
                     break
                 self._armed = False
                 self._submit(text)
-        finally:
-            self.setup.store.close()
-        return 0
+        except _Ended as ended:  # at the prompt: no run to stop
+            self._signal = ended.signum
 
     def _banner(self) -> None:
         assert self.setup is not None
@@ -210,6 +224,16 @@ class ChatApp(Listener):
                     if question is None:
                         break
                     self._put(question)
+                except _Ended as ended:
+                    # SIGTERM or SIGHUP (the terminal closed): the run is cancelled and
+                    # checkpointed, then the chat ends; a second one stops waiting.
+                    self._exit = True
+                    if self._signal is not None:
+                        break
+                    self._signal = ended.signum
+                    if not cancelled:
+                        cancelled = True
+                        agent.cancel(STOP_SIGNALS[signal.Signals(ended.signum).name])
                 except KeyboardInterrupt:
                     if cancelled:
                         self._exit = True  # a Ctrl-C while the cancel goes on: give up waiting
@@ -432,6 +456,38 @@ _USAGE_ROWS: list[tuple[str, Callable[[Usage], str]]] = [
 def main(args: argparse.Namespace) -> int:
     """``haltwise chat``: the exit code."""
     return ChatApp(args).main()
+
+
+class _Ended(BaseException):
+    """SIGTERM or SIGHUP reached the chat: raised in its main thread, as Ctrl-C raises
+    ``KeyboardInterrupt``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _ending_signals(enabled: bool) -> Iterator[None]:
+    """While the chat runs, SIGTERM and SIGHUP raise ``_Ended`` in its main thread. Only a
+    signal whose disposition is the default is taken over: an ignored one stays ignored."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end(signum: int, frame: object) -> None:
+        raise _Ended(signum)
+
+    previous: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)  # no SIGHUP on Windows
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, end)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @contextlib.contextmanager
