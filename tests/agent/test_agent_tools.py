@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import haltwise
-from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace
+from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace, _Clip
 
 #: The workspace, the store and the isolation from the user's environment.
 pytest_plugins = ["agent_fixtures"]
@@ -222,6 +224,7 @@ def test_patterns_re2_cannot_run_say_so(
         ("search", {"pattern": "a", "regex": "yes"}, "regex", "valid boolean", "boolean"),
         ("write_file", {"path": "x.txt", "content": None}, "content", "valid string", "string"),
         ("write_file", {"path": "x" * 5000, "content": ""}, "path", "at most 4096", "maxLength"),
+        ("write_file", '{"path": "x.txt", "content": "\\ud800"}', "content", "surrogate", "string"),
         ("edit_file", {"path": "a.txt", "old_text": ""}, "old_text", "at least 1", "exact text"),
         ("run_command", {"command": " \n"}, "command", "should match pattern", "not blank"),
         ("run_command", {"command": "ls", "timeout": "5"}, "timeout", "valid number", "number"),
@@ -479,3 +482,19 @@ def test_cancel_cuts_off_a_search_and_does_not_outlive_its_call(workspace: Path)
     # A cancel that came between two calls (the model was streaming, say) ends with them.
     tools.cancel()
     assert len(tools.call("search", {"pattern": "needle"}).content.splitlines()) == 50
+
+
+@given(pieces=st.lists(st.text(max_size=40), max_size=30), limit=st.integers(0, 120))
+def test_text_taken_in_pieces_is_cut_as_if_whole(pieces: list[str], limit: int) -> None:
+    # read_file streams a file through _Clip: what it shows is the whole text's head and tail.
+    clip = _Clip(limit)
+    for piece in pieces:
+        clip.add(piece)
+    text = "".join(pieces)
+    half = limit // 2
+    if len(text) <= limit:
+        assert clip.text() == text
+    else:
+        tail = text[-half:] if half else ""
+        cut = len(text) - 2 * half
+        assert clip.text() == f"{text[:half]}\n[... {cut} characters cut ...]\n{tail}"

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Annotated, Any, TextIO
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema
 
@@ -111,7 +111,7 @@ class Workspace:
     def show(self, path: Path) -> str:
         """``path`` as the model should see it: relative to the workspace."""
         relative = path.relative_to(self.root).as_posix()
-        return relative or "."
+        return _printable(relative) or "."
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -151,6 +151,12 @@ def _truncate(text: str, limit: int = MAX_OUTPUT) -> str:
     return clip.text()
 
 
+def _printable(name: str) -> str:
+    """A file name as text: the bytes of a name that is not UTF-8 (kept by Python as lone
+    surrogates, which no UTF-8 encoder accepts) are shown as escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _lines(text: str) -> list[str]:
     """``text``'s lines as ``read_file`` counts them: split at newlines only, so that a search
     hit on line N is what ``read_file`` shows at ``offset`` N."""
@@ -169,8 +175,23 @@ class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
+def _utf8(text: str) -> str:
+    """``text`` if UTF-8 can encode it: JSON's ``"\\ud800"`` decodes to a lone surrogate,
+    which no file, pattern or command can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"holds a lone surrogate ({text[error.start]!r} at {error.start}), which is not "
+            "text; send characters, not halves of a UTF-16 pair"
+        ) from None
+    return text
+
+
+#: On every string argument, after its schema's own constraints.
+_UTF8 = AfterValidator(_utf8)
 #: A path argument: NUL bytes are refused by the schema itself, as no file name can hold one.
-_Path = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
+_Path = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$"), _UTF8]
 _TEXT_PATH = "A path relative to the workspace (an absolute one must lie inside it; no NUL)."
 
 
@@ -196,7 +217,9 @@ class _Search(_Arguments):
     with regex=true: no backreferences or lookaround). Returns path:line: text for each match."""
 
     pattern: Annotated[
-        str, Field(min_length=1, max_length=2000, description="The text or pattern to find.")
+        str,
+        Field(min_length=1, max_length=2000, description="The text or pattern to find."),
+        _UTF8,
     ]
     path: Annotated[_Path, Field(description="Where to search: a folder or a file (no NUL).")] = "."
     regex: Annotated[bool, Field(description="Whether `pattern` is a regular expression.")] = False
@@ -206,7 +229,7 @@ class _WriteFile(_Arguments):
     """Create or overwrite a text file of the workspace with `content`."""
 
     path: Annotated[_Path, Field(description=_TEXT_PATH)]
-    content: Annotated[str, Field(description="The whole new text of the file.")]
+    content: Annotated[str, Field(description="The whole new text of the file."), _UTF8]
 
 
 class _EditFile(_Arguments):
@@ -214,8 +237,8 @@ class _EditFile(_Arguments):
     character for character (whitespace included)."""
 
     path: Annotated[_Path, Field(description=_TEXT_PATH)]
-    old_text: Annotated[str, Field(min_length=1, description="The exact text to replace.")]
-    new_text: Annotated[str, Field(description="What replaces it.")]
+    old_text: Annotated[str, Field(min_length=1, description="The exact text to replace."), _UTF8]
+    new_text: Annotated[str, Field(description="What replaces it."), _UTF8]
 
 
 class _RunCommand(_Arguments):
@@ -229,6 +252,7 @@ class _RunCommand(_Arguments):
             pattern=r"\S",
             description="A shell command (not blank).",
         ),
+        _UTF8,
     ]
     timeout: Annotated[
         float | None, Field(gt=0, description="Seconds after which the command is stopped.")
@@ -398,7 +422,7 @@ class Toolbox:
         tool = self._tools.get(name)
         if tool is None:
             return ToolOutput(
-                f"no tool named {name!r}; the tools are {', '.join(self._tools)}", True
+                f"no tool named {_brief.repr(name)}; the tools are {', '.join(self._tools)}", True
             )
         model = _ARGUMENTS[name]
         try:
@@ -473,16 +497,16 @@ class Toolbox:
         """Whether ``entry`` is listed with the folders, and its line in the listing. A link
         is followed only to learn where it points, and its target is looked at only when that
         is inside the workspace: a link out says so and no more."""
+        name = _printable(entry.name)
         if not entry.is_symlink():
-            info = entry.stat(follow_symlinks=False)
-            return _describe(entry.name, info, "")
+            return _describe(name, entry.stat(follow_symlinks=False), "")
         try:
             target = Path(entry.path).resolve(strict=True)
         except (OSError, RuntimeError):  # a dangling link, or a loop of links
-            return False, f"{entry.name}  (broken link)"
+            return False, f"{name}  (broken link)"
         if not self.workspace.contains(target):
-            return False, f"{entry.name}  (link to outside the workspace)"
-        return _describe(entry.name, target.stat(), f"link to {self.workspace.show(target)}")
+            return False, f"{name}  (link to outside the workspace)"
+        return _describe(name, target.stat(), f"link to {self.workspace.show(target)}")
 
     def search(self, pattern: str, path: str = ".", regex: bool = False) -> ToolOutput:
         matches_line = _matcher(pattern, regex)
@@ -502,11 +526,13 @@ class Toolbox:
                             matches.append(
                                 f"[stopped at {_MAX_MATCHES} matches; narrow the search]"
                             )
-                            return ToolOutput("\n".join(matches))
+                            return ToolOutput(_truncate("\n".join(matches)))
         except _CutOff as cut:
             matches.append(f"[{cut}; the matches above are all it found]")
-            return ToolOutput("\n".join(matches), True)
-        return ToolOutput("\n".join(matches) if matches else f"no match for {pattern!r}")
+            return ToolOutput(_truncate("\n".join(matches)), True)
+        if not matches:
+            return ToolOutput(f"no match for {pattern!r}")
+        return ToolOutput(_truncate("\n".join(matches)))
 
     def _files(self, root: Path) -> Iterator[Path]:
         """The files under ``root`` that search may read (see ``_readable``), folder by folder
