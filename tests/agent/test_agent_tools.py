@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import haltwise
 from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace, _Clip
+from haltwise.cli import main
+from haltwise.testing import ScriptedServer, reply, tool_call
 
 #: The workspace, the store and the isolation from the user's environment.
 pytest_plugins = ["agent_fixtures"]
@@ -498,3 +500,34 @@ def test_text_taken_in_pieces_is_cut_as_if_whole(pieces: list[str], limit: int) 
         tail = text[-half:] if half else ""
         cut = len(text) - 2 * half
         assert clip.text() == f"{text[:half]}\n[... {cut} characters cut ...]\n{tail}"
+
+
+def test_haltwise_run_survives_the_issue_arguments(
+    workspace: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 12, end to end: each of these crashed `haltwise run` or hung it.
+    (workspace / "as.txt").write_text("a" * 34 + "!\n")
+    calls = [
+        tool_call("read_file", '{"path": "a\\u0000.txt"}'),
+        tool_call("read_file", '{"path": "a.txt", "offset": "x"}'),
+        tool_call("read_file", '{"path": "a.txt", "offset": 1e400}'),
+        tool_call("search", {"pattern": "(a+)+$", "regex": True, "path": "as.txt"}),
+    ]
+    script = [reply("Trying.", tool_calls=calls), reply("Done.")]
+    with ScriptedServer(script, model="scripted-model") as server:
+        code = main(
+            [
+                "run",
+                *("--base-url", server.base_url, "--model", "scripted-model"),
+                *("--workspace", str(workspace), "--store", str(store_path)),
+                "Look.",
+            ]
+        )
+        sent = server.requests[-1]["messages"]
+    assert code == 0
+    assert capsys.readouterr().out == "Done.\n"
+    results = [message["content"] for message in sent if message["role"] == "tool"]
+    assert results[0].startswith("error: bad arguments for read_file:\n- path:")
+    assert results[1].startswith("error: bad arguments for read_file:\n- offset:")
+    assert results[2].startswith("error: bad arguments for read_file:\n- offset:")
+    assert results[3] == "no match for '(a+)+$'"
