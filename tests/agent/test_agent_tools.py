@@ -88,6 +88,9 @@ def test_edits_replace_exact_text_once(workspace: Path) -> None:
     assert (workspace / "a.txt").read_text() == "alpha\nBETA\ngamma\n"
     created = tools.call("write_file", {"path": "new/c.txt", "content": "one\ntwo\n"})
     assert created.content == "created new/c.txt (2 lines)"
+    (workspace / "binary.bin").write_bytes(b"x\xff")
+    binary = tools.call("edit_file", {"path": "binary.bin", "old_text": "x", "new_text": "y"})
+    assert binary == ToolOutput("'binary.bin' is not UTF-8 text; edit_file only edits text", True)
 
 
 def test_bad_calls_are_tool_errors(workspace: Path) -> None:

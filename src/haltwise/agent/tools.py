@@ -595,9 +595,10 @@ class Toolbox:
                 f"{path!r} is larger than {_MAX_EDIT_BYTES:,} bytes, too large to edit here; "
                 "use run_command with a tool made for large files"
             )
-        text = _text(target)
-        if text is None:
-            raise ToolError(f"{path!r} is not UTF-8 text; edit_file only edits text files")
+        try:
+            text = target.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{path!r} is not UTF-8 text; edit_file only edits text") from None
         found = text.count(old_text)
         if found == 0:
             raise ToolError(
@@ -661,7 +662,8 @@ class Toolbox:
         )
 
     def cancel(self) -> None:
-        """Kill the running shell command, if any (from any thread)."""
+        """Stop the current call (from any thread): its shell command, if any, is killed;
+        reading, listing and searching stop at their next look at the clock."""
         self._cancelled.set()
         with self._process_lock:
             process = self._process
