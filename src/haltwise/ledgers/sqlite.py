@@ -2,8 +2,12 @@
 
 Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and the spend it
 allows are one step across processes (SQLite takes the write lock at the start of the
-transaction; others wait up to the busy timeout). WAL mode lets readers go on meanwhile.
-Leases and heartbeats use ``time.time()``: every process on one machine shares that clock.
+transaction; others wait up to the busy timeout). Each budget's row keeps what is spent and
+what is held, so a check reads one row; reservations lapse lazily (swept when they would refuse
+a request, and every minute). WAL mode lets readers go on meanwhile; ``synchronous=NORMAL``
+means a process that dies loses nothing it committed, and a power cut may lose the last
+transactions but never leaves the file inconsistent. Leases and heartbeats use ``time.time()``:
+every process on one machine shares that clock.
 
 The agent's store (``haltwise.agent.store.Store``) is this ledger with the agent's own tables
 added; any ``sqlite:///PATH`` URL may point at the agent's store file.
@@ -49,21 +53,22 @@ CREATE TABLE IF NOT EXISTS ledger_budgets (
     window TEXT NOT NULL,
     resets_at REAL,
     spent INTEGER NOT NULL DEFAULT 0,
-    lim INTEGER
+    lim INTEGER,
+    held INTEGER NOT NULL DEFAULT 0
 );
-CREATE TABLE IF NOT EXISTS ledger_holds (
+CREATE TABLE IF NOT EXISTS ledger_reservations (
     id TEXT PRIMARY KEY,
     budget TEXT NOT NULL,
     amount INTEGER NOT NULL,
     holder TEXT NOT NULL,
     expires REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ledger_holds_by_budget ON ledger_holds(budget, expires);
-CREATE INDEX IF NOT EXISTS ledger_holds_by_holder ON ledger_holds(holder);
-CREATE TABLE IF NOT EXISTS ledger_done (
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_settled (
     id TEXT PRIMARY KEY,
     at REAL NOT NULL
-);
+) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS ledger_holds AS SELECT id, budget, amount, holder, expires
+    FROM ledger_reservations;
 CREATE TABLE IF NOT EXISTS ledger_runs (
     run_id TEXT PRIMARY KEY,
     info TEXT NOT NULL,
@@ -86,7 +91,31 @@ CREATE TABLE IF NOT EXISTS ledger_pending (
 """
 
 #: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
-_DONE_DAYS = 7
+_SETTLED_DAYS = 7
+
+#: How often lapsed reservations of every budget are swept, in seconds.
+_TIDY_SECONDS = 60.0
+
+#: The layout of the budget tables (``PRAGMA user_version``): 2 keeps a running total of
+#: what is held in each budget's row. Files written before (numbered 0) summed a table of
+#: holds on every call (``ledger_holds``, ``ledger_done``) and are moved on when opened.
+_VERSION = 2
+
+# From the first layout, in one transaction. ``ledger_holds`` becomes a view: the older
+# haltwise cannot open the file any more (it indexes that table), so that a process still
+# running it stops its runs instead of spending without keeping the running total.
+_FROM_FIRST_LAYOUT = (
+    "ALTER TABLE ledger_budgets ADD COLUMN held INTEGER NOT NULL DEFAULT 0",
+    "INSERT INTO ledger_reservations (id, budget, amount, holder, expires) "
+    "SELECT id, budget, amount, holder, expires FROM ledger_holds",
+    "UPDATE ledger_budgets SET held = COALESCE("
+    "(SELECT SUM(amount) FROM ledger_reservations WHERE budget = ledger_budgets.id), 0)",
+    "INSERT INTO ledger_settled (id, at) SELECT id, at FROM ledger_done",
+    "DROP TABLE ledger_holds",
+    "DROP TABLE ledger_done",
+    "CREATE VIEW ledger_holds AS SELECT id, budget, amount, holder, expires "
+    "FROM ledger_reservations",
+)
 
 
 class SqliteLedger(Ledger):
@@ -107,12 +136,39 @@ class SqliteLedger(Ledger):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.executescript(_SCHEMA + self.schema)
+            self._upgrade()
         except (OSError, sqlite3.Error) as error:
             raise ConfigurationError(
                 f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
                 "folder is writable and the file is a SQLite database, or choose another file"
             ) from None
         self._lock = threading.Lock()
+        self._next_tidy = 0.0
+
+    def _upgrade(self) -> None:
+        """Number a new file's layout, or move an older file's tables on to it."""
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == _VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _VERSION:
+                raise ConfigurationError(
+                    f"the SQLite ledger {str(self.path)!r} was written by a newer haltwise "
+                    f"(layout {version}; this one reads {_VERSION}). Upgrade haltwise "
+                    "(pip install -U haltwise) or choose another file"
+                )
+            old = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_holds'"
+            ).fetchone()
+            if old is not None:
+                for statement in _FROM_FIRST_LAYOUT:
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -169,37 +225,62 @@ class SqliteLedger(Ledger):
 
     # --- budgets ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _used(db: sqlite3.Connection, budget_id: str, now: float) -> int:
-        """Spent plus held, expired holds swept."""
-        db.execute("DELETE FROM ledger_holds WHERE budget = ? AND expires <= ?", (budget_id, now))
+    def _standing(self, db: sqlite3.Connection, budget: Budget, limit: int | None) -> int:
+        """What the budget has used (spent and held), its row made if it has none yet."""
         row = db.execute(
-            "SELECT (SELECT spent FROM ledger_budgets WHERE id = ?), "
-            "(SELECT COALESCE(SUM(amount), 0) FROM ledger_holds WHERE budget = ?)",
-            (budget_id, budget_id),
+            "SELECT spent + held FROM ledger_budgets WHERE id = ?", (budget.id,)
         ).fetchone()
-        return int(row[0] or 0) + int(row[1])
-
-    @staticmethod
-    def _know(db: sqlite3.Connection, budget: Budget, limit: int | None) -> str:
+        if row is not None:
+            return int(row[0])
         db.execute(
-            "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, lim) "
-            "VALUES (?, ?, ?, ?, ?, 0, ?) "
-            "ON CONFLICT(id) DO UPDATE SET lim = COALESCE(excluded.lim, lim)",
+            "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, held, lim) "
+            "VALUES (?, ?, ?, ?, ?, 0, 0, ?)",
             (budget.id, budget.key, budget.metric, budget.window, budget.resets_at, limit),
         )
-        return budget.id
+        return 0
+
+    def _sweep(self, db: sqlite3.Connection, now: float, budget_id: str | None = None) -> bool:
+        """Let go of the reservations whose lease ran out (of one budget, or all); whether
+        there were any."""
+        where = "expires <= ?" + ("" if budget_id is None else " AND budget = ?")
+        args = (now,) if budget_id is None else (now, budget_id)
+        db.execute(
+            "UPDATE ledger_budgets SET held = held - (SELECT SUM(amount) FROM "
+            f"ledger_reservations WHERE budget = ledger_budgets.id AND {where}) "
+            f"WHERE id IN (SELECT budget FROM ledger_reservations WHERE {where})",
+            args + args,
+        )
+        return db.execute(f"DELETE FROM ledger_reservations WHERE {where}", args).rowcount > 0
+
+    def _tidy(self, db: sqlite3.Connection, now: float) -> None:
+        """Every lapsed reservation swept, and settled ids past remembering forgotten."""
+        self._sweep(db, now)
+        db.execute("DELETE FROM ledger_settled WHERE at < ?", (now - _SETTLED_DAYS * 86400,))
+        self._next_tidy = now + _TIDY_SECONDS
+
+    def _grant(
+        self, db: sqlite3.Connection, budget: Budget, amount: int, limit: int, need: int
+    ) -> tuple[int, int, float]:
+        """What of ``amount`` fits ``limit`` (0 if less than ``need``), what was used before,
+        and the time. Lapsed reservations are not swept on every call: only when they would
+        refuse this one, and every few minutes (so that the table stays small)."""
+        now = self._clock()
+        if now >= self._next_tidy:
+            self._tidy(db, now)
+        used = self._standing(db, budget, limit)
+        if min(amount, limit - used) < need and self._sweep(db, now, budget.id):
+            used = self._standing(db, budget, limit)
+        granted = min(amount, limit - used)
+        return (granted if granted >= need else 0), used, now
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
         with self._transaction() as db:
-            budget_id = self._know(db, budget, limit)
-            used = self._used(db, budget_id, self._clock())
-            if used + amount > limit:
-                return Grant("", 0, used)
+            granted, used, _ = self._grant(db, budget, amount, limit, amount)
             db.execute(
-                "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
+                "UPDATE ledger_budgets SET spent = spent + ?, lim = ? WHERE id = ?",
+                (granted, limit, budget.id),
             )
-            return Grant("", amount, used)
+            return Grant("", granted, used)
 
     def reserve(
         self,
@@ -211,62 +292,72 @@ class SqliteLedger(Ledger):
         minimum: int | None = None,
         lease: float = DEFAULT_LEASE,
     ) -> Grant:
+        need = amount if minimum is None else max(minimum, 1)
         with self._transaction() as db:
-            now = self._clock()
-            budget_id = self._know(db, budget, limit)
-            used = self._used(db, budget_id, now)
-            granted = min(amount, limit - used)
-            if granted < (amount if minimum is None else max(minimum, 1)):
+            granted, used, now = self._grant(db, budget, amount, limit, need)
+            db.execute(
+                "UPDATE ledger_budgets SET held = held + ?, lim = ? WHERE id = ?",
+                (granted, limit, budget.id),
+            )
+            if not granted:
                 return Grant("", 0, used)
             grant_id = new_id()
             db.execute(
-                "INSERT INTO ledger_holds (id, budget, amount, holder, expires) "
+                "INSERT INTO ledger_reservations (id, budget, amount, holder, expires) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (grant_id, budget_id, granted, holder, now + lease),
+                (grant_id, budget.id, granted, holder, now + lease),
             )
             return Grant(grant_id, granted, used)
 
     def commit(self, budget: Budget, grant_id: str, actual: int) -> int:
-        return self.spend(budget, actual, grant_id)
+        return self._settle(budget, grant_id, actual)
 
     def release(self, budget: Budget, grant_id: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM ledger_holds WHERE id = ?", (grant_id,))
-            self._remember(db, grant_id)
+        self._settle(budget, grant_id, None)
 
     def spend(self, budget: Budget, amount: int, op_id: str) -> int:
-        with self._transaction() as db:
-            budget_id = self._know(db, budget, None)
-            db.execute("DELETE FROM ledger_holds WHERE id = ?", (op_id,))
-            if self._remember(db, op_id):
-                db.execute(
-                    "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
-                )
-            return self._used(db, budget_id, self._clock())
+        return self._settle(budget, op_id, amount)
 
-    def _remember(self, db: sqlite3.Connection, op_id: str) -> bool:
-        """Record ``op_id`` as settled; False if it already was."""
-        now = self._clock()
-        cursor = db.execute(
-            "INSERT INTO ledger_done (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
-            (op_id, now),
-        )
-        if cursor.rowcount and int(now) % 64 == 0:
-            db.execute("DELETE FROM ledger_done WHERE at < ?", (now - _DONE_DAYS * 86400,))
-        return bool(cursor.rowcount)
+    def _settle(self, budget: Budget, op_id: str, amount: int | None) -> int:
+        """Let go of ``op_id``'s reservation, if it still holds one, and spend ``amount``
+        (None: nothing) unless ``op_id`` was settled before; what the budget has used after."""
+        with self._transaction() as db:
+            fresh = db.execute(
+                "INSERT INTO ledger_settled (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                (op_id, self._clock()),
+            ).rowcount
+            spent = amount if fresh and amount else 0
+            # A reservation's budget row exists: the hold is let go of here or not at all.
+            changed = db.execute(
+                "UPDATE ledger_budgets SET spent = spent + ?, held = held - COALESCE("
+                "(SELECT amount FROM ledger_reservations WHERE id = ?), 0) WHERE id = ?",
+                (spent, op_id, budget.id),
+            ).rowcount
+            if changed:
+                db.execute("DELETE FROM ledger_reservations WHERE id = ?", (op_id,))
+                row = db.execute(
+                    "SELECT spent + held FROM ledger_budgets WHERE id = ?", (budget.id,)
+                ).fetchone()
+                return int(row[0])
+            if amount is None:
+                return 0
+            db.execute(
+                "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, held) "
+                "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                (budget.id, budget.key, budget.metric, budget.window, budget.resets_at, spent),
+            )
+            return spent
 
     def budgets(self) -> list[BudgetState]:
         with self._transaction() as db:
-            now = self._clock()
-            db.execute("DELETE FROM ledger_holds WHERE expires <= ?", (now,))
+            self._tidy(db, self._clock())
             rows = db.execute(
-                "SELECT b.key, b.metric, b.window, b.resets_at, b.spent, b.lim, "
-                "COALESCE((SELECT SUM(amount) FROM ledger_holds h WHERE h.budget = b.id), 0) "
-                "FROM ledger_budgets b ORDER BY b.key, b.metric, b.window"
+                "SELECT key, metric, window, resets_at, spent, held, lim FROM ledger_budgets "
+                "ORDER BY key, metric, window"
             ).fetchall()
         return [
             BudgetState(Budget(key, metric, window, resets), int(spent), int(held), lim)
-            for key, metric, window, resets, spent, lim, held in rows
+            for key, metric, window, resets, spent, held, lim in rows
         ]
 
     # --- live runs -------------------------------------------------------------------------
@@ -297,7 +388,7 @@ class SqliteLedger(Ledger):
                     (json.dumps(data), now, run_id),
                 )
             db.execute(
-                "UPDATE ledger_holds SET expires = ? WHERE holder = ? AND expires > ?",
+                "UPDATE ledger_reservations SET expires = ? WHERE holder = ? AND expires > ?",
                 (now + lease, run_id, now),
             )
             kill = db.execute(
