@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -34,6 +35,10 @@ from ..engine.ledger import (
 __all__ = ["RedisLedger"]
 
 T = TypeVar("T")
+
+#: A connection used this recently (seconds) is not checked for a close by the server before it
+#: is used again: no server restarts that fast. (A check costs a system call.)
+_FRESH_SECONDS = 0.05
 
 #: How long the ids of settled grants and spends are remembered, in seconds (framed).
 _SETTLED_FOR = b"$6\r\n604800\r\n"
@@ -211,8 +216,9 @@ class RedisLedger(Ledger):
     from a list of idle ones, so threads need no lock), with the command framed here: redis-py's
     general path (its pool, response callbacks, and a default retry that would send a charge
     again after its reply was lost) costs more than the round trip itself on a fast network. A
-    connection closed meanwhile (the server restarted) is found out before the command is
-    sent; a command is never sent twice, except after ``NOSCRIPT``, when it did not run."""
+    connection idle for a while is checked for a close by the server (it restarted) before the
+    command is sent; a command is never sent twice, except after ``NOSCRIPT``, when it did not
+    run."""
 
     def __init__(self, url: str, *, prefix: str = "haltwise:", timeout: float = 5.0) -> None:
         self.url = url
@@ -226,7 +232,8 @@ class RedisLedger(Ledger):
             )
         except ValueError as error:
             raise ConfigurationError(f"bad Redis ledger URL {self}: {error}") from None
-        self._idle: list[Any] = []
+        #: Connections not in use, with when each was last used (``time.monotonic()``).
+        self._idle: list[tuple[Any, float]] = []
         self._pid = os.getpid()
         #: Each budget's keys and meta, framed (a budget is asked for again and again).
         self._framed: dict[Budget, tuple[bytes, bytes]] = {}
@@ -244,7 +251,7 @@ class RedisLedger(Ledger):
 
     def close(self) -> None:
         while self._idle:
-            self._idle.pop().disconnect()
+            self._idle.pop()[0].disconnect()
         self._redis.close()
 
     def _call(self, action: Callable[[], T]) -> T:
@@ -259,28 +266,34 @@ class RedisLedger(Ledger):
             self._pid = os.getpid()
             self._idle = []
         try:
-            connection = self._idle.pop()
+            connection, last_used = self._idle.pop()
         except IndexError:
-            connection = self._redis.connection_pool.make_connection()
+            connection, last_used = self._redis.connection_pool.make_connection(), 0.0
         try:
-            try:
-                stale = connection.can_read()  # a reply left over, or closed by the server
-            except redis.ConnectionError:
-                stale = True
-            if stale:
-                connection.disconnect()
+            if time.monotonic() - last_used > _FRESH_SECONDS:
+                try:
+                    closed = connection.can_read()  # by the server (restarted, idle timeout)
+                except redis.ConnectionError:
+                    closed = True
+                if closed:
+                    connection.disconnect()
             connection.send_packed_command([command], check_health=False)
             try:
-                return connection.read_response()
+                reply = connection.read_response()
             except redis.exceptions.NoScriptError:  # the script did not run: load it, again
                 connection.send_command("SCRIPT", "LOAD", script.text)
                 connection.read_response()
                 connection.send_packed_command([command], check_health=False)
-                return connection.read_response()
-        except redis.RedisError as error:
+                reply = connection.read_response()
+        except redis.RedisError as error:  # redis-py disconnected it if it cannot be trusted
+            self._idle.append((connection, 0.0))
             raise LedgerError(f"the Redis ledger {self!r} failed: {error}") from None
-        finally:
-            self._idle.append(connection)
+        except BaseException:
+            connection.disconnect()  # interrupted: its reply may be left unread
+            self._idle.append((connection, 0.0))
+            raise
+        self._idle.append((connection, time.monotonic()))
+        return reply
 
     def _eval(self, script: _Script, keys: list[str], args: list[str | int | float]) -> Any:
         body = b"".join([*map(_bulk, keys), *(_bulk(str(arg)) for arg in args)])
