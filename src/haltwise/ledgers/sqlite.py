@@ -2,12 +2,12 @@
 
 Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and the spend it
 allows are one step across processes (SQLite takes the write lock at the start of the
-transaction; others wait up to the busy timeout). Each budget's row keeps what is spent and
-what is held, so a check reads one row; reservations lapse lazily (swept when they would refuse
-a request, and every minute). WAL mode lets readers go on meanwhile; ``synchronous=NORMAL``
-means a process that dies loses nothing it committed, and a power cut may lose the last
-transactions but never leaves the file inconsistent. Leases and heartbeats use ``time.time()``:
-every process on one machine shares that clock.
+transaction; others wait for it, with short pauses, for up to 30 seconds). Each budget's row
+keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
+(swept when they would refuse a request, and every minute). WAL mode lets readers go on
+meanwhile; ``synchronous=NORMAL`` means a process that dies loses nothing it committed, and a
+power cut may lose the last transactions but never leaves the file inconsistent. Leases and
+heartbeats use ``time.time()``: every process on one machine shares that clock.
 
 The agent's store (``haltwise.agent.store.Store``) is this ledger with the agent's own tables
 added; any ``sqlite:///PATH`` URL may point at the agent's store file.
@@ -16,6 +16,7 @@ added; any ``sqlite:///PATH`` URL may point at the agent's store file.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import (
@@ -38,6 +39,8 @@ from ..engine.ledger import (
 )
 
 __all__ = ["SqliteLedger"]
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -90,6 +93,13 @@ CREATE TABLE IF NOT EXISTS ledger_pending (
 );
 """
 
+#: How long a call waits for another process's write to end, in seconds, before it fails.
+_BUSY_SECONDS = 30.0
+
+#: The first and the longest pause while waiting for it, in seconds (each pause is doubled).
+_FIRST_PAUSE = 0.00005
+_LONGEST_PAUSE = 0.002
+
 #: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
 _SETTLED_DAYS = 7
 
@@ -119,7 +129,8 @@ _FROM_FIRST_LAYOUT = (
 
 
 class SqliteLedger(Ledger):
-    """A ledger in one SQLite file. Thread-safe; safe across processes (WAL, busy timeout)."""
+    """A ledger in one SQLite file. Thread-safe; safe across processes (WAL, waits for the
+    write lock with short pauses)."""
 
     #: Tables of subclasses, created with the ledger's.
     schema = ""
@@ -137,6 +148,7 @@ class SqliteLedger(Ledger):
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.executescript(_SCHEMA + self.schema)
             self._upgrade()
+            self._db.execute("PRAGMA busy_timeout=0")  # from here on, see _patiently
         except (OSError, sqlite3.Error) as error:
             raise ConfigurationError(
                 f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
@@ -187,7 +199,7 @@ class SqliteLedger(Ledger):
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._patiently(lambda: self._db.execute("BEGIN IMMEDIATE"))
                 try:
                     yield self._db
                 except BaseException:
@@ -200,9 +212,29 @@ class SqliteLedger(Ledger):
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             try:
-                return self._db.execute(sql, args).fetchall()
+                return self._patiently(lambda: self._db.execute(sql, args).fetchall())
             except sqlite3.Error as error:
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
+
+    @staticmethod
+    def _patiently(action: Callable[[], T]) -> T:
+        """``action``, tried again after a short pause while another connection holds the lock
+        it needs (SQLite's own busy handler is off: it sleeps a millisecond at least, while
+        the lock is let go of and taken again many times), for ``_BUSY_SECONDS`` at most."""
+        pause = _FIRST_PAUSE
+        deadline = 0.0
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as error:
+                if not str(error).startswith("database is locked"):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + _BUSY_SECONDS
+                if now > deadline:
+                    raise
+            time.sleep(pause * (0.5 + random.random()))  # jittered, so waiters do not collide
+            pause = min(2 * pause, _LONGEST_PAUSE)
 
     # --- checkpoints -----------------------------------------------------------------------
 
