@@ -70,47 +70,56 @@ def _command(script: _Script, keys: int, parts: int, body: bytes) -> bytes:
 # The budget scripts share a layout: a budget's hash (meta, spent, held, lim), its holds (a
 # sorted set of grant ids by expiry, and a hash of their amounts), the index of budgets, and
 # each holder's set of "budget\ngrant" members (for heartbeats). Lapsed holds are swept only
-# when they would refuse a request (and by ``budgets()``), not on every call.
-_BUDGET = """
-local budget, holds, amounts = KEYS[1], KEYS[2], KEYS[3]
-local function int(x) return string.format('%d', x) end
-local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+# when they would refuse a request (and by ``budgets()``), not on every call. The scripts are
+# written out straight, with no Lua functions: each closure a call makes costs the server
+# about as much as a command, and so does ``TIME``, asked for only where it is needed.
+
+# The budget's row (made if new: KEYS[4] is the index, ARGV[1] its meta) and what it has used.
+_READ = """
+local row = redis.call('HMGET', KEYS[1], 'spent', 'held', 'lim')
+if not row[1] then
+  redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'spent', 0, 'held', 0)
+  redis.call('SADD', KEYS[4], KEYS[1])
 end
-local function sweep(at)
-  local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', at)
+local before = tonumber(row[1] or '0') + tonumber(row[2] or '0')
+"""
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# The holds whose lease ran out by ``now``, let go of; ``row`` and ``before`` read again.
+_SWEEP = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #expired > 0 then
   for _, grant in ipairs(expired) do
-    local held = redis.call('HGET', amounts, grant)
-    if held then
-      redis.call('HINCRBY', budget, 'held', -tonumber(held))
-      redis.call('HDEL', amounts, grant)
+    local amount = redis.call('HGET', KEYS[3], grant)
+    if amount then
+      redis.call('HINCRBY', KEYS[1], 'held', -tonumber(amount))
+      redis.call('HDEL', KEYS[3], grant)
     end
   end
-  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', holds, '-inf', at) end
-  return #expired > 0
-end
-local function used()
-  local row = redis.call('HMGET', budget, 'spent', 'held')
-  if not row[1] then
-    redis.call('HSET', budget, 'meta', ARGV[1], 'spent', 0, 'held', 0)
-    redis.call('SADD', KEYS[4], budget)
-    return 0
-  end
-  return tonumber(row[1]) + tonumber(row[2] or '0')
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  row = redis.call('HMGET', KEYS[1], 'spent', 'held', 'lim')
+  before = tonumber(row[1] or '0') + tonumber(row[2] or '0')
 end
 """
 
 # KEYS: budget, holds, amounts, index; ARGV: meta, amount, limit
 _CHARGE = _Script(
-    _BUDGET
+    _READ
     + """
 local amount, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local before = used()
-if before + amount > limit and sweep(now()) then before = used() end
-redis.call('HSET', budget, 'lim', ARGV[3])
+if before + amount > limit then
+"""
+    + _NOW
+    + _SWEEP
+    + """
+end
+if row[3] ~= ARGV[3] then redis.call('HSET', KEYS[1], 'lim', ARGV[3]) end
 if before + amount > limit then return {0, before} end
-redis.call('HINCRBY', budget, 'spent', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
 return {amount, before}
 """
 )
@@ -118,52 +127,63 @@ return {amount, before}
 # KEYS: budget, holds, amounts, index, holder set;
 # ARGV: meta, amount, limit, what it needs at least, grant id, lease
 _RESERVE = _Script(
-    _BUDGET
+    _READ
+    + _NOW
     + """
 local amount, limit, need = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local before = used()
-local at = now()
-if math.min(amount, limit - before) < need and sweep(at) then before = used() end
-redis.call('HSET', budget, 'lim', ARGV[3])
+if math.min(amount, limit - before) < need then
+"""
+    + _SWEEP
+    + """
+end
+if row[3] ~= ARGV[3] then redis.call('HSET', KEYS[1], 'lim', ARGV[3]) end
 local granted = math.min(amount, limit - before)
 if granted < need then return {0, before} end
-local held = granted == amount and ARGV[2] or int(granted)
-redis.call('HINCRBY', budget, 'held', held)
-redis.call('HSET', amounts, ARGV[5], held)
-redis.call('ZADD', holds, at + tonumber(ARGV[6]), ARGV[5])
-redis.call('SADD', KEYS[5], budget .. '\\n' .. ARGV[5])
+local held = ARGV[2]
+if granted ~= amount then held = string.format('%d', granted) end
+redis.call('HINCRBY', KEYS[1], 'held', held)
+redis.call('HSET', KEYS[3], ARGV[5], held)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[5])
+redis.call('SADD', KEYS[5], KEYS[1] .. '\\n' .. ARGV[5])
 return {granted, before}
 """
 )
 
 # KEYS: budget, holds, amounts, index, done; ARGV: meta, op id, amount ('' to release),
-# seconds the op id is remembered
+# seconds the op id is remembered. What the budget has used after.
 _SETTLE = _Script(
-    _BUDGET
-    + """
-local held = redis.call('HGET', amounts, ARGV[2])
+    """
+local held = redis.call('HGET', KEYS[3], ARGV[2])
+local holding
 if held then
-  redis.call('HINCRBY', budget, 'held', -tonumber(held))
-  redis.call('HDEL', amounts, ARGV[2])
-  redis.call('ZREM', holds, ARGV[2])
+  holding = redis.call('HINCRBY', KEYS[1], 'held', -tonumber(held))
+  redis.call('HDEL', KEYS[3], ARGV[2])
+  redis.call('ZREM', KEYS[2], ARGV[2])
 end
-local fresh = redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4])
-local before = used()
-if fresh and ARGV[3] ~= '' then
-  redis.call('HINCRBY', budget, 'spent', ARGV[3])
-  return before + tonumber(ARGV[3])
+if ARGV[3] ~= '' and redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4]) then
+  if not held and redis.call('HSETNX', KEYS[1], 'meta', ARGV[1]) == 1 then
+    redis.call('HSET', KEYS[1], 'held', 0)
+    redis.call('SADD', KEYS[4], KEYS[1])
+  end
+  local spent = redis.call('HINCRBY', KEYS[1], 'spent', ARGV[3])
+  return spent + (holding or tonumber(redis.call('HGET', KEYS[1], 'held') or '0'))
 end
-return before
+if ARGV[3] == '' then redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4]) end
+local row = redis.call('HMGET', KEYS[1], 'spent', 'held')
+return tonumber(row[1] or '0') + tonumber(row[2] or '0')
 """
 )
 
-# KEYS: budget, holds, amounts, index; returns meta, spent, held, limit
+# KEYS: budget, holds, amounts; returns meta, spent, held, limit
 _STATE = _Script(
-    _BUDGET
+    """
+local row, before
+"""
+    + _NOW
+    + _SWEEP
     + """
-sweep(now())
-local row = redis.call('HMGET', budget, 'meta', 'spent', 'held', 'lim')
-return {row[1] or '', tonumber(row[2] or '0'), tonumber(row[3] or '0'), row[4] or ''}
+local state = redis.call('HMGET', KEYS[1], 'meta', 'spent', 'held', 'lim')
+return {state[1] or '', tonumber(state[2] or '0'), tonumber(state[3] or '0'), state[4] or ''}
 """
 )
 
@@ -391,7 +411,7 @@ class RedisLedger(Ledger):
         names = self._call(lambda: self._redis.smembers(self._key("budgets")))
         states = []
         for name in sorted(str(name) for name in names):
-            keys = [name, name + ":holds", name + ":amounts", self._key("budgets")]
+            keys = [name, name + ":holds", name + ":amounts"]
             meta, spent, held, limit = self._eval(_STATE, keys, [])
             if not meta:
                 continue
