@@ -4,7 +4,7 @@ Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and th
 allows are one step across processes (SQLite takes the write lock at the start of the
 transaction; others wait for it, with short pauses, for up to 30 seconds). Each budget's row
 keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
-(swept when they would refuse a request, and every minute). WAL mode lets readers go on
+(swept when they would refuse a request, and every ten minutes). WAL mode lets readers go on
 meanwhile; ``synchronous=NORMAL`` means a process that dies loses nothing it committed, and a
 power cut may lose the last transactions but never leaves the file inconsistent. Leases and
 heartbeats use ``time.time()``: every process on one machine shares that clock.
@@ -103,8 +103,9 @@ _LONGEST_PAUSE = 0.002
 #: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
 _SETTLED_DAYS = 7
 
-#: How often lapsed reservations of every budget are swept, in seconds.
-_TIDY_SECONDS = 60.0
+#: How often each process sweeps the lapsed reservations of every budget and forgets settled
+#: ids past ``_SETTLED_DAYS``, in seconds (the latter reads the whole table of settled ids).
+_TIDY_SECONDS = 600.0
 
 #: The layout of the budget tables (``PRAGMA user_version``): 2 keeps a running total of
 #: what is held in each budget's row. Files written before (numbered 0) summed a table of
@@ -295,7 +296,7 @@ class SqliteLedger(Ledger):
     ) -> tuple[int, int, float]:
         """What of ``amount`` fits ``limit`` (0 if less than ``need``), what was used before,
         and the time. Lapsed reservations are not swept on every call: only when they would
-        refuse this one, and every few minutes (so that the table stays small)."""
+        refuse this one, and every ten minutes (so that the table stays small)."""
         now = self._clock()
         if now >= self._next_tidy:
             self._tidy(db, now)
