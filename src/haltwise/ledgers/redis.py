@@ -40,9 +40,6 @@ T = TypeVar("T")
 #: is used again: no server restarts that fast. (A check costs a system call.)
 _FRESH_SECONDS = 0.05
 
-#: How long the ids of settled grants and spends are remembered, in seconds (framed).
-_SETTLED_FOR = b"$6\r\n604800\r\n"
-
 
 class _Script:
     """A Lua script, run by its SHA1 (``EVALSHA``) and loaded on a server that lacks it."""
@@ -67,12 +64,18 @@ def _command(script: _Script, keys: int, parts: int, body: bytes) -> bytes:
     return b"*%d\r\n%s%s%s" % (parts + 3, script.head, _bulk(b"%d" % keys), body)
 
 
+#: How long the ids of settled grants and spends are remembered: 7 days, in seconds, framed.
+_SETTLED_FOR = _bulk(b"%d" % (7 * 86400))
+
+
 # The budget scripts share a layout: a budget's hash (meta, spent, held, lim), its holds (a
-# sorted set of grant ids by expiry, and a hash of their amounts), the index of budgets, and
-# each holder's set of "budget\ngrant" members (for heartbeats). Lapsed holds are swept only
-# when they would refuse a request (and by ``budgets()``), not on every call. The scripts are
-# written out straight, with no Lua functions: each closure a call makes costs the server
-# about as much as a command, and so does ``TIME``, asked for only where it is needed.
+# sorted set of grant ids by expiry, and a hash of their amounts), the index of budgets, each
+# holder's set of "budget\ngrant" members (for heartbeats), and a key per settled id. It is the
+# first release's layout, so that its processes and these can share one Redis while a fleet is
+# upgraded. Lapsed holds are swept only when they would refuse a request (and by
+# ``budgets()``), not on every call. The scripts are written out straight, with no Lua
+# functions: each closure a call makes costs the server about as much as a command, and so
+# does ``TIME``, asked for only where it is needed.
 
 # The budget's row (made if new: KEYS[4] is the index, ARGV[1] its meta) and what it has used.
 _READ = """

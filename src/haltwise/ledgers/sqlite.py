@@ -383,7 +383,7 @@ class SqliteLedger(Ledger):
 
     def budgets(self) -> list[BudgetState]:
         with self._transaction() as db:
-            self._tidy(db, self._clock())
+            self._sweep(db, self._clock())
             rows = db.execute(
                 "SELECT key, metric, window, resets_at, spent, held, lim FROM ledger_budgets "
                 "ORDER BY key, metric, window"
