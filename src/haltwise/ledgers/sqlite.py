@@ -113,8 +113,9 @@ _TIDY_SECONDS = 600.0
 _VERSION = 2
 
 # From the first layout, in one transaction. ``ledger_holds`` becomes a view: the older
-# haltwise cannot open the file any more (it indexes that table), so that a process still
-# running it stops its runs instead of spending without keeping the running total.
+# haltwise can neither open the file any more (it indexes that table) nor, where it has it open
+# already, reserve, charge, settle or heartbeat (each writes that table): its runs stop, rather
+# than spend without keeping the running total.
 _FROM_FIRST_LAYOUT = (
     "ALTER TABLE ledger_budgets ADD COLUMN held INTEGER NOT NULL DEFAULT 0",
     "INSERT INTO ledger_reservations (id, budget, amount, holder, expires) "
