@@ -40,6 +40,9 @@ T = TypeVar("T")
 #: is used again: no server restarts that fast. (A check costs a system call.)
 _FRESH_SECONDS = 0.05
 
+#: When a connection not opened yet (or closed) was last used: never checked, it opens when used.
+_UNOPENED = float("inf")
+
 
 class _Script:
     """A Lua script, run by its SHA1 (``EVALSHA``) and loaded on a server that lacks it."""
@@ -291,7 +294,7 @@ class RedisLedger(Ledger):
         try:
             connection, last_used = self._idle.pop()
         except IndexError:
-            connection, last_used = self._redis.connection_pool.make_connection(), 0.0
+            connection, last_used = self._redis.connection_pool.make_connection(), _UNOPENED
         try:
             if time.monotonic() - last_used > _FRESH_SECONDS:
                 try:
@@ -308,12 +311,13 @@ class RedisLedger(Ledger):
                 connection.read_response()
                 connection.send_packed_command([command], check_health=False)
                 reply = connection.read_response()
-        except redis.RedisError as error:  # redis-py disconnected it if it cannot be trusted
-            self._idle.append((connection, 0.0))
+        except redis.RedisError as error:
+            # A reply was read (an error of the script's), or redis-py closed the connection.
+            self._idle.append((connection, time.monotonic()))
             raise LedgerError(f"the Redis ledger {self!r} failed: {error}") from None
         except BaseException:
             connection.disconnect()  # interrupted: its reply may be left unread
-            self._idle.append((connection, 0.0))
+            self._idle.append((connection, _UNOPENED))
             raise
         self._idle.append((connection, time.monotonic()))
         return reply
