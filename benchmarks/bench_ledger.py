@@ -1,18 +1,22 @@
 """What sharing a budget costs: the ledgers' throughput, and a governed event with a shared limit.
 
+Today's code is timed beside the base revision's (``HALTWISE_BENCH_BASE``, by default ``main``:
+extracted with ``git archive`` and imported under another name; skipped, saying why, outside a
+git checkout), in the same run.
+
 1. Reserve + commit pairs per second (one model request's worth of ledger work) from 1 and from 16
    processes, on SQLite (one file, WAL) and on a real ``redis-server`` started here (skipped,
-   saying why, when it is not installed); the best of interleaved rounds, since the machine is
-   shared. Goals: at least 20,000/s on Redis and 5,000/s on SQLite with 16 processes. Beside
-   them, ceilings: the same processes and round trips doing next to nothing. For SQLite, two of
-   the ledger's own write transactions per pair, each an ``UPDATE`` of one row; for Redis, two
-   ``EVALSHA`` of ``return 1`` per pair over a bare socket (no framing, no parsing: the most any
-   Python client could do), and through redis-py's ``evalsha``.
+   saying why, when it is not installed), today's and the base revision's; the best of
+   interleaved rounds, since the machine is shared. Goals: at least 20,000/s on Redis and
+   5,000/s on SQLite with 16 processes. Beside them, ceilings: the same processes and round
+   trips doing next to nothing. For SQLite, two of the ledger's own write transactions per pair,
+   each an ``UPDATE`` of one row; for Redis, two ``EVALSHA`` of ``return 1`` per pair over a
+   bare socket (no framing, no parsing: the most any Python client could do), and through
+   redis-py's ``evalsha``.
 2. One governed run (the governor benchmark's stream) with ``max_cost`` local and no ledger,
-   the same at another revision (``HALTWISE_BENCH_BASE``, by default ``main``: extracted with
-   ``git archive``, skipped saying why outside a git checkout), and with ``max_cost(...,
-   key="team")`` shared through each ledger, side by side in interleaved rounds: what the ledger
-   adds per event, and that a run with no shared limit is not slower than before.
+   today's and the base revision's, and with ``max_cost(..., key="team")`` shared through each
+   ledger, side by side in interleaved rounds: what the ledger adds per event, and that a run
+   with no shared limit is not slower than before.
 
 ``python benchmarks/run.py ledger``
 """
@@ -54,19 +58,30 @@ RUNS_PER_BATCH = 10
 PRICES = {"gpt-4o": {"input": "2.50", "output": "10.00", "cache_read": "1.25"}}
 #: The revision whose Governor is timed beside today's, with no ledger.
 BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
+#: The name the base revision's package is imported under.
+BASE_PACKAGE = "haltwise_at_base"
 TRIVIAL = b"return 1"
 
 Worker = Callable[[str, int, EventType], None]
 
 
-def _pairs(url: str, count: int, start: EventType) -> None:
-    ledger = open_ledger(url)
-    budget = Budget("bench", "nano_usd")
+def _spend(ledger: Any, budget: Any, count: int, start: EventType) -> None:
     start.wait()
     for _ in range(count):
         grant = ledger.reserve(budget, 1_000, 10**15, holder=f"p{os.getpid()}")
         ledger.commit(budget, grant.id, 700)
     ledger.close()
+
+
+def _pairs(url: str, count: int, start: EventType) -> None:
+    _spend(open_ledger(url), Budget("bench", "nano_usd"), count, start)
+
+
+def _pairs_at_base(url: str, count: int, start: EventType) -> None:
+    """The same with the ledgers of the base revision (``load_revision`` loaded it)."""
+    ledgers = importlib.import_module(f"{BASE_PACKAGE}.ledgers")
+    budget = importlib.import_module(f"{BASE_PACKAGE}.engine.ledger").Budget
+    _spend(ledgers.open_ledger(url), budget("bench", "nano_usd"), count, start)
 
 
 def _bare_sqlite(url: str, count: int, start: EventType) -> None:
@@ -171,8 +186,8 @@ class Redis:
 
 
 def load_revision(revision: str) -> Any:
-    """The ``haltwise`` package at ``revision``, imported as ``haltwise_at_base``; or the reason
-    it cannot be (not a git checkout, no such revision)."""
+    """The ``haltwise`` package at ``revision``, imported as ``BASE_PACKAGE``; or the reason it
+    cannot be (not a git checkout, no such revision)."""
     root = Path(__file__).resolve().parents[1]
     try:
         archive = subprocess.run(
@@ -188,12 +203,12 @@ def load_revision(revision: str) -> Any:
         tar.extractall(target, filter="data")
     package = target / "src" / "haltwise"
     spec = importlib.util.spec_from_file_location(
-        "haltwise_at_base", package / "__init__.py", submodule_search_locations=[str(package)]
+        BASE_PACKAGE, package / "__init__.py", submodule_search_locations=[str(package)]
     )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["haltwise_at_base"] = module
+    sys.modules[BASE_PACKAGE] = module
     spec.loader.exec_module(module)
     return module
 
@@ -214,11 +229,18 @@ def governed_run(ledger: Ledger | None, shared: bool, api: Any = haltwise) -> Ca
     return run
 
 
-def print_throughput(targets: list[tuple[str, str, Redis | None]]) -> None:
+def print_throughput(targets: list[tuple[str, str, Redis | None]], base: Any) -> None:
     rows: list[tuple[str, str, Worker, str, int]] = []
     for name, url, server in targets:
         for processes in PROCESSES:
             rows.append((name, "haltwise", _pairs, url, processes))
+        if not isinstance(base, str):
+            # Its own file or database: an older layout is not opened by both.
+            base_url = url.replace("bench.db", "base.db") if server is None else url[:-1] + "1"
+            for processes in PROCESSES:
+                rows.append(
+                    (name, f"haltwise at {BASE_REVISION}", _pairs_at_base, base_url, processes)
+                )
         if server is None:
             rows.append((name, "ceiling: bare UPDATE transactions", _bare_sqlite, url, 16))
         else:
@@ -244,6 +266,8 @@ def print_throughput(targets: list[tuple[str, str, Redis | None]]) -> None:
         if worker is _pairs and processes == 16:
             goal = goals[name]
             note = f"  goal >= {goal:,}/s: {'PASS' if best >= goal else 'UNDER'}"
+        elif worker is _pairs_at_base:
+            note = f"  haltwise is {ours[(name, processes)] / best:.1f}x it"
         elif worker is not _pairs:
             note = f"  haltwise is {ours[(name, processes)] / best:.0%} of it"
         print(
@@ -261,17 +285,17 @@ def main() -> None:
         targets.append(("Redis", server.url, server))
     else:
         print("(Redis skipped: redis-server is not installed; apt-get install redis-server)")
+    base = load_revision(BASE_REVISION)
+    if isinstance(base, str):
+        print(f"(the base revision is not timed: {base})")
     try:
-        print_throughput(targets)
+        print_throughput(targets, base)
         print(
             "\none governed run of 162 events, max_cost local vs shared (per event, median of "
             f"{ROUNDS} interleaved rounds of {RUNS_PER_BATCH} runs)"
         )
         contenders = [("local limit, no ledger", governed_run(None, False))]
-        base = load_revision(BASE_REVISION)
-        if isinstance(base, str):
-            print(f"(the Governor at the base revision is not timed: {base})")
-        else:
+        if not isinstance(base, str):
             contenders.append((f"  the same at {BASE_REVISION}", governed_run(None, False, base)))
         contenders.append(("shared, memory ledger", governed_run(MemoryLedger(), True)))
         for name, url, _ in targets:
