@@ -51,7 +51,7 @@ class _Script:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        sha = hashlib.sha1(text.encode()).hexdigest().encode()
+        sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest().encode()
         #: What every call of it starts with, after the count of the command's parts.
         self.head = b"$7\r\nEVALSHA\r\n$40\r\n" + sha + b"\r\n"
 
