@@ -3,7 +3,7 @@
 A file that is not a SQLite database and bad URLs are refused when opened, saying what would be
 accepted, and the file is left as it was. A Redis server that stops mid-run stops a run with
 shared limits (``ledger_unavailable``, naming the URL and the error); restarted, it has every
-count it had.
+count it had, and the ledgers that were open carry on.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from haltwise import (
     max_cost,
     max_turns,
 )
+from haltwise.engine.ledger import Budget
 from haltwise.ledgers import open_ledger
 
 from .conftest import RedisServer
@@ -81,6 +82,8 @@ def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(
         assert run.handle(TurnStarting()) is CONTINUE
         assert run.handle(ModelRequest("m", max_tokens=100, input_tokens=1_000)) is CONTINUE
         run.handle(ModelResponse("m", input_tokens=1_000, output_tokens=50))  # $0.0015
+        idle = open_ledger(server.url)
+        assert len(idle.budgets()) == 2  # its connection is open, and not used until the end
         server.stop()
         stop = run.handle(TurnStarting())
         assert isinstance(stop, Stop)
@@ -91,5 +94,8 @@ def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(
         server.start()
         spent = {s.budget.metric: s.spent for s in open_ledger(server.url).budgets()}
         assert spent == {"nano_usd": 1_500_000, "turns": 1}
+        # A ledger that was idle meanwhile finds its connection closed, and the server
+        # without its scripts: it connects again and loads them.
+        assert idle.charge(Budget("after", "turns"), 1, 1).granted
     finally:
         server.stop()

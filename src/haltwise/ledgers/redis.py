@@ -10,9 +10,11 @@ Needs ``haltwise[redis]``; imported only when a ``redis://`` URL is used.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,102 +36,165 @@ __all__ = ["RedisLedger"]
 
 T = TypeVar("T")
 
-#: How long the ids of settled grants and spends are remembered, in seconds.
-_DONE_SECONDS = 7 * 86400
+#: A connection used this recently (seconds) is not checked for a close by the server before it
+#: is used again: no server restarts that fast. (A check costs a system call.)
+_FRESH_SECONDS = 0.05
 
-# Shared by the budget scripts: the server's clock, expired holds swept, what is used.
-_PRELUDE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local budget, holds, amounts = KEYS[1], KEYS[2], KEYS[3]
-local function sweep()
-  local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now)
-  for _, grant in ipairs(expired) do
-    local held = redis.call('HGET', amounts, grant)
-    if held then
-      redis.call('HINCRBY', budget, 'held', -tonumber(held))
-      redis.call('HDEL', amounts, grant)
-    end
-  end
-  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', holds, '-inf', now) end
+#: When a connection not opened yet (or closed) was last used: never checked, it opens when used.
+_UNOPENED = float("inf")
+
+
+class _Script:
+    """A Lua script, run by its SHA1 (``EVALSHA``) and loaded on a server that lacks it."""
+
+    __slots__ = ("head", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest().encode()
+        #: What every call of it starts with, after the count of the command's parts.
+        self.head = b"$7\r\nEVALSHA\r\n$40\r\n" + sha + b"\r\n"
+
+
+def _bulk(value: str | bytes) -> bytes:
+    """One part of a command, as the Redis protocol frames it."""
+    data = value.encode() if isinstance(value, str) else value
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def _command(script: _Script, keys: int, parts: int, body: bytes) -> bytes:
+    """``EVALSHA`` of ``script`` with ``body``: ``parts`` framed parts, ``keys`` of them keys."""
+    return b"*%d\r\n%s%s%s" % (parts + 3, script.head, _bulk(b"%d" % keys), body)
+
+
+#: How long the ids of settled grants and spends are remembered: 7 days, in seconds, framed.
+_SETTLED_FOR = _bulk(b"%d" % (7 * 86400))
+
+
+# The budget scripts share a layout: a budget's hash (meta, spent, held, lim), its holds (a
+# sorted set of grant ids by expiry, and a hash of their amounts), the index of budgets, each
+# holder's set of "budget\ngrant" members (for heartbeats), and a key per settled id. It is the
+# first release's layout, so that its processes and these can share one Redis while a fleet is
+# upgraded. Lapsed holds are swept only when they would refuse a request (and by
+# ``budgets()``), not on every call. The scripts are written out straight, with no Lua
+# functions: each closure a call makes costs the server about as much as a command, and so
+# does ``TIME``, asked for only where it is needed.
+
+# The budget's row (made if new: KEYS[4] is the index, ARGV[1] its meta) and what it has used.
+_READ = """
+local row = redis.call('HMGET', KEYS[1], 'spent', 'held', 'lim')
+if not row[1] then
+  redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'spent', 0, 'held', 0)
+  redis.call('SADD', KEYS[4], KEYS[1])
 end
-local function used()
-  return tonumber(redis.call('HGET', budget, 'spent') or '0')
-    + tonumber(redis.call('HGET', budget, 'held') or '0')
-end
-local function know(index, meta, limit)
-  if redis.call('EXISTS', budget) == 0 then
-    redis.call('HSET', budget, 'meta', meta, 'spent', 0, 'held', 0)
-    redis.call('SADD', index, budget)
-  end
-  if limit ~= '' then redis.call('HSET', budget, 'lim', limit) end
-end
-local function int(x) return string.format('%d', x) end
-sweep()
+local before = tonumber(row[1] or '0') + tonumber(row[2] or '0')
 """
 
-# KEYS: budget, holds, amounts, index; ARGV: amount, limit, meta
-_CHARGE = (
-    _PRELUDE
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# The holds whose lease ran out by ``now``, let go of; ``row`` and ``before`` read again.
+_SWEEP = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #expired > 0 then
+  for _, grant in ipairs(expired) do
+    local amount = redis.call('HGET', KEYS[3], grant)
+    if amount then
+      redis.call('HINCRBY', KEYS[1], 'held', -tonumber(amount))
+      redis.call('HDEL', KEYS[3], grant)
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  row = redis.call('HMGET', KEYS[1], 'spent', 'held', 'lim')
+  before = tonumber(row[1] or '0') + tonumber(row[2] or '0')
+end
+"""
+
+# KEYS: budget, holds, amounts, index; ARGV: meta, amount, limit
+_CHARGE = _Script(
+    _READ
     + """
-know(KEYS[4], ARGV[3], ARGV[2])
-local before = used()
-local amount = tonumber(ARGV[1])
-if before + amount > tonumber(ARGV[2]) then return {0, int(before)} end
-redis.call('HINCRBY', budget, 'spent', ARGV[1])
-return {int(amount), int(before)}
+local amount, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
+if before + amount > limit then
+"""
+    + _NOW
+    + _SWEEP
+    + """
+end
+if row[3] ~= ARGV[3] then redis.call('HSET', KEYS[1], 'lim', ARGV[3]) end
+if before + amount > limit then return {0, before} end
+redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
+return {amount, before}
 """
 )
 
 # KEYS: budget, holds, amounts, index, holder set;
-# ARGV: amount, limit, minimum ('' for all), grant id, lease, meta
-_RESERVE = (
-    _PRELUDE
+# ARGV: meta, amount, limit, what it needs at least, grant id, lease
+_RESERVE = _Script(
+    _READ
+    + _NOW
     + """
-know(KEYS[4], ARGV[6], ARGV[2])
-local before = used()
-local amount = tonumber(ARGV[1])
-local granted = math.min(amount, tonumber(ARGV[2]) - before)
-local need = amount
-if ARGV[3] ~= '' then need = math.max(tonumber(ARGV[3]), 1) end
-if granted < need then return {0, int(before)} end
-redis.call('HINCRBY', budget, 'held', int(granted))
-redis.call('HSET', amounts, ARGV[4], int(granted))
-redis.call('ZADD', holds, now + tonumber(ARGV[5]), ARGV[4])
-redis.call('SADD', KEYS[5], budget .. '\\n' .. ARGV[4])
-return {int(granted), int(before)}
+local amount, limit, need = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if math.min(amount, limit - before) < need then
+"""
+    + _SWEEP
+    + """
+end
+if row[3] ~= ARGV[3] then redis.call('HSET', KEYS[1], 'lim', ARGV[3]) end
+local granted = math.min(amount, limit - before)
+if granted < need then return {0, before} end
+local held = ARGV[2]
+if granted ~= amount then held = string.format('%d', granted) end
+redis.call('HINCRBY', KEYS[1], 'held', held)
+redis.call('HSET', KEYS[3], ARGV[5], held)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[5])
+redis.call('SADD', KEYS[5], KEYS[1] .. '\\n' .. ARGV[5])
+return {granted, before}
 """
 )
 
-# KEYS: budget, holds, amounts, index, done; ARGV: op id, amount ('' to release), meta
-_SETTLE = (
-    _PRELUDE
-    + """
-know(KEYS[4], ARGV[3], '')
-local held = redis.call('HGET', amounts, ARGV[1])
+# KEYS: budget, holds, amounts, index, done; ARGV: meta, op id, amount ('' to release),
+# seconds the op id is remembered. What the budget has used after.
+_SETTLE = _Script(
+    """
+local held = redis.call('HGET', KEYS[3], ARGV[2])
+local holding
 if held then
-  redis.call('HINCRBY', budget, 'held', -tonumber(held))
-  redis.call('HDEL', amounts, ARGV[1])
-  redis.call('ZREM', holds, ARGV[1])
+  holding = redis.call('HINCRBY', KEYS[1], 'held', -tonumber(held))
+  redis.call('HDEL', KEYS[3], ARGV[2])
+  redis.call('ZREM', KEYS[2], ARGV[2])
 end
-local fresh = redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4])
-if fresh and ARGV[2] ~= '' then redis.call('HINCRBY', budget, 'spent', ARGV[2]) end
-return int(used())
+if ARGV[3] ~= '' and redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4]) then
+  if not held and redis.call('HSETNX', KEYS[1], 'meta', ARGV[1]) == 1 then
+    redis.call('HSET', KEYS[1], 'held', 0)
+    redis.call('SADD', KEYS[4], KEYS[1])
+  end
+  local spent = redis.call('HINCRBY', KEYS[1], 'spent', ARGV[3])
+  return spent + (holding or tonumber(redis.call('HGET', KEYS[1], 'held') or '0'))
+end
+if ARGV[3] == '' then redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4]) end
+local row = redis.call('HMGET', KEYS[1], 'spent', 'held')
+return tonumber(row[1] or '0') + tonumber(row[2] or '0')
 """
 )
 
 # KEYS: budget, holds, amounts; returns meta, spent, held, limit
-_STATE = (
-    _PRELUDE
+_STATE = _Script(
+    """
+local row, before
+"""
+    + _NOW
+    + _SWEEP
     + """
-return {redis.call('HGET', budget, 'meta') or '', int(tonumber(redis.call('HGET', budget, 'spent')
-  or '0')), int(tonumber(redis.call('HGET', budget, 'held') or '0')),
-  redis.call('HGET', budget, 'lim') or ''}
+local state = redis.call('HMGET', KEYS[1], 'meta', 'spent', 'held', 'lim')
+return {state[1] or '', tonumber(state[2] or '0'), tonumber(state[3] or '0'), state[4] or ''}
 """
 )
 
 # KEYS: run hash, holder set, kills; ARGV: counts json, status, lease, prefix
-_HEARTBEAT = """
+_HEARTBEAT = _Script("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local info = redis.call('HGET', KEYS[1], 'info')
@@ -152,10 +217,10 @@ for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   end
 end
 return redis.call('HGET', KEYS[3], string.sub(KEYS[1], string.len(ARGV[4]) + 5))
-"""
+""")
 
 # KEYS: pending hash; ARGV: choice, amount ('' for none)
-_ANSWER = """
+_ANSWER = _Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'none'} end
 local answered = redis.call('HGET', KEYS[1], 'answer')
 if answered and answered ~= '' then return {'taken', answered} end
@@ -167,11 +232,19 @@ for _, choice in ipairs(choices) do
   end
 end
 return {'bad', table.concat(choices, ', ')}
-"""
+""")
 
 
 class RedisLedger(Ledger):
-    """A ledger in Redis, shared by every machine that reaches it."""
+    """A ledger in Redis, shared by every machine that reaches it.
+
+    Scripts are one round trip each (``EVALSHA``), on a connection of this ledger's own (taken
+    from a list of idle ones, so threads need no lock), with the command framed here: redis-py's
+    general path (its pool, response callbacks, and a default retry that would send a charge
+    again after its reply was lost) costs more than the round trip itself on a fast network. A
+    connection idle for a while is checked for a close by the server (it restarted) before the
+    command is sent; a command is never sent twice, except after ``NOSCRIPT``, when it did not
+    run."""
 
     def __init__(self, url: str, *, prefix: str = "haltwise:", timeout: float = 5.0) -> None:
         self.url = url
@@ -185,12 +258,12 @@ class RedisLedger(Ledger):
             )
         except ValueError as error:
             raise ConfigurationError(f"bad Redis ledger URL {self}: {error}") from None
-        self._charge = self._redis.register_script(_CHARGE)
-        self._reserve = self._redis.register_script(_RESERVE)
-        self._settle = self._redis.register_script(_SETTLE)
-        self._state = self._redis.register_script(_STATE)
-        self._heartbeat = self._redis.register_script(_HEARTBEAT)
-        self._answer = self._redis.register_script(_ANSWER)
+        #: Connections not in use, with when each was last used (``time.monotonic()``).
+        self._idle: list[tuple[Any, float]] = []
+        self._pid = os.getpid()
+        #: Each budget's keys and meta, framed (a budget is asked for again and again).
+        self._framed: dict[Budget, tuple[bytes, bytes]] = {}
+        self._index = _bulk(self._key("budgets"))
 
     def __repr__(self) -> str:
         """The URL, its password hidden."""
@@ -203,6 +276,8 @@ class RedisLedger(Ledger):
         return urlunsplit(parts._replace(netloc=netloc))
 
     def close(self) -> None:
+        while self._idle:
+            self._idle.pop()[0].disconnect()
         self._redis.close()
 
     def _call(self, action: Callable[[], T]) -> T:
@@ -211,16 +286,60 @@ class RedisLedger(Ledger):
         except redis.RedisError as error:
             raise LedgerError(f"the Redis ledger {self!r} failed: {error}") from None
 
+    def _run(self, script: _Script, command: bytes) -> Any:
+        """Send ``command`` (an ``EVALSHA`` of ``script``) and read its reply."""
+        if self._pid != os.getpid():  # forked: the parent's connections are not ours
+            self._pid = os.getpid()
+            self._idle = []
+        try:
+            connection, last_used = self._idle.pop()
+        except IndexError:
+            connection, last_used = self._redis.connection_pool.make_connection(), _UNOPENED
+        try:
+            if time.monotonic() - last_used > _FRESH_SECONDS:
+                try:
+                    closed = connection.can_read()  # by the server (restarted, idle timeout)
+                except redis.ConnectionError:
+                    closed = True
+                if closed:
+                    connection.disconnect()
+            connection.send_packed_command([command], check_health=False)
+            try:
+                reply = connection.read_response()
+            except redis.exceptions.NoScriptError:  # the script did not run: load it, again
+                connection.send_command("SCRIPT", "LOAD", script.text)
+                connection.read_response()
+                connection.send_packed_command([command], check_health=False)
+                reply = connection.read_response()
+        except redis.RedisError as error:
+            # A reply was read (an error of the script's), or redis-py closed the connection.
+            self._idle.append((connection, time.monotonic()))
+            raise LedgerError(f"the Redis ledger {self!r} failed: {error}") from None
+        except BaseException:
+            connection.disconnect()  # interrupted: its reply may be left unread
+            self._idle.append((connection, _UNOPENED))
+            raise
+        self._idle.append((connection, time.monotonic()))
+        return reply
+
+    def _eval(self, script: _Script, keys: list[str], args: list[str | int | float]) -> Any:
+        body = b"".join([*map(_bulk, keys), *(_bulk(str(arg)) for arg in args)])
+        return self._run(script, _command(script, len(keys), len(keys) + len(args), body))
+
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
-    def _budget_keys(self, budget: Budget) -> list[str]:
-        base = self._key("budget", budget.id)
-        return [base, base + ":holds", base + ":amounts", self._key("budgets")]
-
-    @staticmethod
-    def _meta(budget: Budget) -> str:
-        return json.dumps([budget.key, budget.metric, budget.window, budget.resets_at])
+    def _budget(self, budget: Budget) -> tuple[bytes, bytes]:
+        """The budget's keys (its hash, holds, amounts, and the index) and meta, framed."""
+        framed = self._framed.get(budget)
+        if framed is None:
+            if len(self._framed) >= 1024:  # windows roll over: forget the old ones
+                self._framed.clear()
+            base = self._key("budget", budget.id)
+            meta = json.dumps([budget.key, budget.metric, budget.window, budget.resets_at])
+            keys = _bulk(base) + _bulk(base + ":holds") + _bulk(base + ":amounts")
+            framed = self._framed[budget] = (keys + self._index, _bulk(meta))
+        return framed
 
     # --- checkpoints -----------------------------------------------------------------------
 
@@ -239,10 +358,9 @@ class RedisLedger(Ledger):
     # --- budgets ---------------------------------------------------------------------------
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
-        keys = self._budget_keys(budget)
-        granted, used = self._call(
-            lambda: self._charge(keys=keys, args=[amount, limit, self._meta(budget)])
-        )
+        keys, meta = self._budget(budget)
+        body = keys + meta + _bulk(b"%d" % amount) + _bulk(b"%d" % limit)
+        granted, used = self._run(_CHARGE, _command(_CHARGE, 4, 7, body))
         return Grant("", int(granted), int(used))
 
     def reserve(
@@ -256,19 +374,36 @@ class RedisLedger(Ledger):
         lease: float = DEFAULT_LEASE,
     ) -> Grant:
         grant_id = new_id()
-        keys = [*self._budget_keys(budget), self._key("holder", holder)]
-        floor = "" if minimum is None else minimum
-        granted, used = self._call(
-            lambda: self._reserve(
-                keys=keys, args=[amount, limit, floor, grant_id, lease, self._meta(budget)]
+        keys, meta = self._budget(budget)
+        need = amount if minimum is None else max(minimum, 1)
+        body = b"".join(
+            (
+                keys,
+                _bulk(self._key("holder", holder)),
+                meta,
+                _bulk(b"%d" % amount),
+                _bulk(b"%d" % limit),
+                _bulk(b"%d" % need),
+                _bulk(grant_id),
+                _bulk(repr(float(lease))),
             )
         )
-        return Grant(grant_id if int(granted) else "", int(granted), int(used))
+        granted, used = self._run(_RESERVE, _command(_RESERVE, 5, 11, body))
+        return Grant(grant_id if granted else "", int(granted), int(used))
 
     def _settled(self, budget: Budget, op_id: str, amount: int | None) -> int:
-        keys = [*self._budget_keys(budget), self._key("done", op_id)]
-        args = [op_id, "" if amount is None else amount, self._meta(budget), _DONE_SECONDS]
-        return int(self._call(lambda: self._settle(keys=keys, args=args)))
+        keys, meta = self._budget(budget)
+        body = b"".join(
+            (
+                keys,
+                _bulk(self._key("done", op_id)),
+                meta,
+                _bulk(op_id),
+                _bulk(b"" if amount is None else b"%d" % amount),
+                _SETTLED_FOR,
+            )
+        )
+        return int(self._run(_SETTLE, _command(_SETTLE, 5, 9, body)))
 
     def commit(self, budget: Budget, grant_id: str, actual: int) -> int:
         return self._settled(budget, grant_id, actual)
@@ -283,8 +418,8 @@ class RedisLedger(Ledger):
         names = self._call(lambda: self._redis.smembers(self._key("budgets")))
         states = []
         for name in sorted(str(name) for name in names):
-            keys: list[str] = [name, name + ":holds", name + ":amounts"]
-            meta, spent, held, limit = self._call(partial(self._state, keys=keys))
+            keys = [name, name + ":holds", name + ":amounts"]
+            meta, spent, held, limit = self._eval(_STATE, keys, [])
             if not meta:
                 continue
             key, metric, window, resets_at = json.loads(meta)
@@ -321,11 +456,7 @@ class RedisLedger(Ledger):
         self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
     ) -> str | None:
         keys = [self._run_key(run_id), self._key("holder", run_id), self._key("kills")]
-        reason = self._call(
-            lambda: self._heartbeat(
-                keys=keys, args=[json.dumps(counts), status, lease, self.prefix]
-            )
-        )
+        reason = self._eval(_HEARTBEAT, keys, [json.dumps(counts), status, lease, self.prefix])
         return None if reason is None else str(reason)
 
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
@@ -401,9 +532,7 @@ class RedisLedger(Ledger):
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
         keys = [self._key("pending", run_id)]
-        result = self._call(
-            lambda: self._answer(keys=keys, args=[choice, "" if amount is None else amount])
-        )
+        result = self._eval(_ANSWER, keys, [choice, "" if amount is None else amount])
         verdict = str(result[0])
         if verdict == "none":
             raise LedgerError(f"run {run_id!r} is not waiting for an answer")

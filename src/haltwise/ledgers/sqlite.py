@@ -2,8 +2,12 @@
 
 Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and the spend it
 allows are one step across processes (SQLite takes the write lock at the start of the
-transaction; others wait up to the busy timeout). WAL mode lets readers go on meanwhile.
-Leases and heartbeats use ``time.time()``: every process on one machine shares that clock.
+transaction; others wait for it, with short pauses, for up to 30 seconds). Each budget's row
+keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
+(swept when they would refuse a request, and every ten minutes). WAL mode lets readers go on
+meanwhile; ``synchronous=NORMAL`` means a process that dies loses nothing it committed, and a
+power cut may lose the last transactions but never leaves the file inconsistent. Leases and
+heartbeats use ``time.time()``: every process on one machine shares that clock.
 
 The agent's store (``haltwise.agent.store.Store``) is this ledger with the agent's own tables
 added; any ``sqlite:///PATH`` URL may point at the agent's store file.
@@ -12,6 +16,7 @@ added; any ``sqlite:///PATH`` URL may point at the agent's store file.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
 import time
@@ -19,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import (
@@ -35,6 +40,8 @@ from ..engine.ledger import (
 
 __all__ = ["SqliteLedger"]
 
+T = TypeVar("T")
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
     run_id TEXT PRIMARY KEY,
@@ -49,21 +56,22 @@ CREATE TABLE IF NOT EXISTS ledger_budgets (
     window TEXT NOT NULL,
     resets_at REAL,
     spent INTEGER NOT NULL DEFAULT 0,
-    lim INTEGER
+    lim INTEGER,
+    held INTEGER NOT NULL DEFAULT 0
 );
-CREATE TABLE IF NOT EXISTS ledger_holds (
+CREATE TABLE IF NOT EXISTS ledger_reservations (
     id TEXT PRIMARY KEY,
     budget TEXT NOT NULL,
     amount INTEGER NOT NULL,
     holder TEXT NOT NULL,
     expires REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ledger_holds_by_budget ON ledger_holds(budget, expires);
-CREATE INDEX IF NOT EXISTS ledger_holds_by_holder ON ledger_holds(holder);
-CREATE TABLE IF NOT EXISTS ledger_done (
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_settled (
     id TEXT PRIMARY KEY,
     at REAL NOT NULL
-);
+) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS ledger_holds AS SELECT id, budget, amount, holder, expires
+    FROM ledger_reservations;
 CREATE TABLE IF NOT EXISTS ledger_runs (
     run_id TEXT PRIMARY KEY,
     info TEXT NOT NULL,
@@ -85,12 +93,46 @@ CREATE TABLE IF NOT EXISTS ledger_pending (
 );
 """
 
+#: How long a call waits for another process's write to end, in seconds, before it fails.
+_BUSY_SECONDS = 30.0
+
+#: The first and the longest pause while waiting for it, in seconds (each pause is doubled).
+_FIRST_PAUSE = 0.00005
+_LONGEST_PAUSE = 0.002
+
 #: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
-_DONE_DAYS = 7
+_SETTLED_DAYS = 7
+
+#: How often each process sweeps the lapsed reservations of every budget and forgets settled
+#: ids past ``_SETTLED_DAYS``, in seconds (the latter reads the whole table of settled ids).
+_TIDY_SECONDS = 600.0
+
+#: The layout of the budget tables (``PRAGMA user_version``): 2 keeps a running total of
+#: what is held in each budget's row. Files written before (numbered 0) summed a table of
+#: holds on every call (``ledger_holds``, ``ledger_done``) and are moved on when opened.
+_VERSION = 2
+
+# From the first layout, in one transaction. ``ledger_holds`` becomes a view: the older
+# haltwise can neither open the file any more (it indexes that table) nor, where it has it open
+# already, reserve, charge, settle or heartbeat (each writes that table): its runs stop, rather
+# than spend without keeping the running total.
+_FROM_FIRST_LAYOUT = (
+    "ALTER TABLE ledger_budgets ADD COLUMN held INTEGER NOT NULL DEFAULT 0",
+    "INSERT INTO ledger_reservations (id, budget, amount, holder, expires) "
+    "SELECT id, budget, amount, holder, expires FROM ledger_holds",
+    "UPDATE ledger_budgets SET held = COALESCE("
+    "(SELECT SUM(amount) FROM ledger_reservations WHERE budget = ledger_budgets.id), 0)",
+    "INSERT INTO ledger_settled (id, at) SELECT id, at FROM ledger_done",
+    "DROP TABLE ledger_holds",
+    "DROP TABLE ledger_done",
+    "CREATE VIEW ledger_holds AS SELECT id, budget, amount, holder, expires "
+    "FROM ledger_reservations",
+)
 
 
 class SqliteLedger(Ledger):
-    """A ledger in one SQLite file. Thread-safe; safe across processes (WAL, busy timeout)."""
+    """A ledger in one SQLite file. Thread-safe; safe across processes (WAL, waits for the
+    write lock with short pauses)."""
 
     #: Tables of subclasses, created with the ledger's.
     schema = ""
@@ -107,12 +149,40 @@ class SqliteLedger(Ledger):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.executescript(_SCHEMA + self.schema)
+            self._upgrade()
+            self._db.execute("PRAGMA busy_timeout=0")  # from here on, see _patiently
         except (OSError, sqlite3.Error) as error:
             raise ConfigurationError(
                 f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
                 "folder is writable and the file is a SQLite database, or choose another file"
             ) from None
         self._lock = threading.Lock()
+        self._next_tidy = 0.0
+
+    def _upgrade(self) -> None:
+        """Number a new file's layout, or move an older file's tables on to it."""
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == _VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _VERSION:
+                raise ConfigurationError(
+                    f"the SQLite ledger {str(self.path)!r} was written by a newer haltwise "
+                    f"(layout {version}; this one reads {_VERSION}). Upgrade haltwise "
+                    "(pip install -U haltwise) or choose another file"
+                )
+            old = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_holds'"
+            ).fetchone()
+            if old is not None:
+                for statement in _FROM_FIRST_LAYOUT:
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -131,7 +201,7 @@ class SqliteLedger(Ledger):
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._patiently(lambda: self._db.execute("BEGIN IMMEDIATE"))
                 try:
                     yield self._db
                 except BaseException:
@@ -144,9 +214,29 @@ class SqliteLedger(Ledger):
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             try:
-                return self._db.execute(sql, args).fetchall()
+                return self._patiently(lambda: self._db.execute(sql, args).fetchall())
             except sqlite3.Error as error:
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
+
+    @staticmethod
+    def _patiently(action: Callable[[], T]) -> T:
+        """``action``, tried again after a short pause while another connection holds the lock
+        it needs (SQLite's own busy handler is off: it sleeps a millisecond at least, while
+        the lock is let go of and taken again many times), for ``_BUSY_SECONDS`` at most."""
+        pause = _FIRST_PAUSE
+        deadline = 0.0
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as error:
+                if not str(error).startswith("database is locked"):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + _BUSY_SECONDS
+                if now > deadline:
+                    raise
+            time.sleep(pause * (0.5 + random.random()))  # jittered, so waiters do not collide
+            pause = min(2 * pause, _LONGEST_PAUSE)
 
     # --- checkpoints -----------------------------------------------------------------------
 
@@ -169,37 +259,62 @@ class SqliteLedger(Ledger):
 
     # --- budgets ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _used(db: sqlite3.Connection, budget_id: str, now: float) -> int:
-        """Spent plus held, expired holds swept."""
-        db.execute("DELETE FROM ledger_holds WHERE budget = ? AND expires <= ?", (budget_id, now))
+    def _standing(self, db: sqlite3.Connection, budget: Budget, limit: int | None) -> int:
+        """What the budget has used (spent and held), its row made if it has none yet."""
         row = db.execute(
-            "SELECT (SELECT spent FROM ledger_budgets WHERE id = ?), "
-            "(SELECT COALESCE(SUM(amount), 0) FROM ledger_holds WHERE budget = ?)",
-            (budget_id, budget_id),
+            "SELECT spent + held FROM ledger_budgets WHERE id = ?", (budget.id,)
         ).fetchone()
-        return int(row[0] or 0) + int(row[1])
-
-    @staticmethod
-    def _know(db: sqlite3.Connection, budget: Budget, limit: int | None) -> str:
+        if row is not None:
+            return int(row[0])
         db.execute(
-            "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, lim) "
-            "VALUES (?, ?, ?, ?, ?, 0, ?) "
-            "ON CONFLICT(id) DO UPDATE SET lim = COALESCE(excluded.lim, lim)",
+            "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, held, lim) "
+            "VALUES (?, ?, ?, ?, ?, 0, 0, ?)",
             (budget.id, budget.key, budget.metric, budget.window, budget.resets_at, limit),
         )
-        return budget.id
+        return 0
+
+    def _sweep(self, db: sqlite3.Connection, now: float, budget_id: str | None = None) -> bool:
+        """Let go of the reservations whose lease ran out (of one budget, or all); whether
+        there were any."""
+        where = "expires <= ?" + ("" if budget_id is None else " AND budget = ?")
+        args = (now,) if budget_id is None else (now, budget_id)
+        db.execute(
+            "UPDATE ledger_budgets SET held = held - (SELECT SUM(amount) FROM "
+            f"ledger_reservations WHERE budget = ledger_budgets.id AND {where}) "
+            f"WHERE id IN (SELECT budget FROM ledger_reservations WHERE {where})",
+            args + args,
+        )
+        return db.execute(f"DELETE FROM ledger_reservations WHERE {where}", args).rowcount > 0
+
+    def _tidy(self, db: sqlite3.Connection, now: float) -> None:
+        """Every lapsed reservation swept, and settled ids past remembering forgotten."""
+        self._sweep(db, now)
+        db.execute("DELETE FROM ledger_settled WHERE at < ?", (now - _SETTLED_DAYS * 86400,))
+        self._next_tidy = now + _TIDY_SECONDS
+
+    def _grant(
+        self, db: sqlite3.Connection, budget: Budget, amount: int, limit: int, need: int
+    ) -> tuple[int, int, float]:
+        """What of ``amount`` fits ``limit`` (0 if less than ``need``), what was used before,
+        and the time. Lapsed reservations are not swept on every call: only when they would
+        refuse this one, and every ten minutes (so that the table stays small)."""
+        now = self._clock()
+        if now >= self._next_tidy:
+            self._tidy(db, now)
+        used = self._standing(db, budget, limit)
+        if min(amount, limit - used) < need and self._sweep(db, now, budget.id):
+            used = self._standing(db, budget, limit)
+        granted = min(amount, limit - used)
+        return (granted if granted >= need else 0), used, now
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
         with self._transaction() as db:
-            budget_id = self._know(db, budget, limit)
-            used = self._used(db, budget_id, self._clock())
-            if used + amount > limit:
-                return Grant("", 0, used)
+            granted, used, _ = self._grant(db, budget, amount, limit, amount)
             db.execute(
-                "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
+                "UPDATE ledger_budgets SET spent = spent + ?, lim = ? WHERE id = ?",
+                (granted, limit, budget.id),
             )
-            return Grant("", amount, used)
+            return Grant("", granted, used)
 
     def reserve(
         self,
@@ -211,62 +326,72 @@ class SqliteLedger(Ledger):
         minimum: int | None = None,
         lease: float = DEFAULT_LEASE,
     ) -> Grant:
+        need = amount if minimum is None else max(minimum, 1)
         with self._transaction() as db:
-            now = self._clock()
-            budget_id = self._know(db, budget, limit)
-            used = self._used(db, budget_id, now)
-            granted = min(amount, limit - used)
-            if granted < (amount if minimum is None else max(minimum, 1)):
+            granted, used, now = self._grant(db, budget, amount, limit, need)
+            db.execute(
+                "UPDATE ledger_budgets SET held = held + ?, lim = ? WHERE id = ?",
+                (granted, limit, budget.id),
+            )
+            if not granted:
                 return Grant("", 0, used)
             grant_id = new_id()
             db.execute(
-                "INSERT INTO ledger_holds (id, budget, amount, holder, expires) "
+                "INSERT INTO ledger_reservations (id, budget, amount, holder, expires) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (grant_id, budget_id, granted, holder, now + lease),
+                (grant_id, budget.id, granted, holder, now + lease),
             )
             return Grant(grant_id, granted, used)
 
     def commit(self, budget: Budget, grant_id: str, actual: int) -> int:
-        return self.spend(budget, actual, grant_id)
+        return self._settle(budget, grant_id, actual)
 
     def release(self, budget: Budget, grant_id: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM ledger_holds WHERE id = ?", (grant_id,))
-            self._remember(db, grant_id)
+        self._settle(budget, grant_id, None)
 
     def spend(self, budget: Budget, amount: int, op_id: str) -> int:
-        with self._transaction() as db:
-            budget_id = self._know(db, budget, None)
-            db.execute("DELETE FROM ledger_holds WHERE id = ?", (op_id,))
-            if self._remember(db, op_id):
-                db.execute(
-                    "UPDATE ledger_budgets SET spent = spent + ? WHERE id = ?", (amount, budget_id)
-                )
-            return self._used(db, budget_id, self._clock())
+        return self._settle(budget, op_id, amount)
 
-    def _remember(self, db: sqlite3.Connection, op_id: str) -> bool:
-        """Record ``op_id`` as settled; False if it already was."""
-        now = self._clock()
-        cursor = db.execute(
-            "INSERT INTO ledger_done (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
-            (op_id, now),
-        )
-        if cursor.rowcount and int(now) % 64 == 0:
-            db.execute("DELETE FROM ledger_done WHERE at < ?", (now - _DONE_DAYS * 86400,))
-        return bool(cursor.rowcount)
+    def _settle(self, budget: Budget, op_id: str, amount: int | None) -> int:
+        """Let go of ``op_id``'s reservation, if it still holds one, and spend ``amount``
+        (None: nothing) unless ``op_id`` was settled before; what the budget has used after."""
+        with self._transaction() as db:
+            fresh = db.execute(
+                "INSERT INTO ledger_settled (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                (op_id, self._clock()),
+            ).rowcount
+            spent = amount if fresh and amount else 0
+            # A reservation's budget row exists: the hold is let go of here or not at all.
+            changed = db.execute(
+                "UPDATE ledger_budgets SET spent = spent + ?, held = held - COALESCE("
+                "(SELECT amount FROM ledger_reservations WHERE id = ?), 0) WHERE id = ?",
+                (spent, op_id, budget.id),
+            ).rowcount
+            if changed:
+                db.execute("DELETE FROM ledger_reservations WHERE id = ?", (op_id,))
+                row = db.execute(
+                    "SELECT spent + held FROM ledger_budgets WHERE id = ?", (budget.id,)
+                ).fetchone()
+                return int(row[0])
+            if amount is None:
+                return 0
+            db.execute(
+                "INSERT INTO ledger_budgets (id, key, metric, window, resets_at, spent, held) "
+                "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                (budget.id, budget.key, budget.metric, budget.window, budget.resets_at, spent),
+            )
+            return spent
 
     def budgets(self) -> list[BudgetState]:
         with self._transaction() as db:
-            now = self._clock()
-            db.execute("DELETE FROM ledger_holds WHERE expires <= ?", (now,))
+            self._sweep(db, self._clock())
             rows = db.execute(
-                "SELECT b.key, b.metric, b.window, b.resets_at, b.spent, b.lim, "
-                "COALESCE((SELECT SUM(amount) FROM ledger_holds h WHERE h.budget = b.id), 0) "
-                "FROM ledger_budgets b ORDER BY b.key, b.metric, b.window"
+                "SELECT key, metric, window, resets_at, spent, held, lim FROM ledger_budgets "
+                "ORDER BY key, metric, window"
             ).fetchall()
         return [
             BudgetState(Budget(key, metric, window, resets), int(spent), int(held), lim)
-            for key, metric, window, resets, spent, lim, held in rows
+            for key, metric, window, resets, spent, held, lim in rows
         ]
 
     # --- live runs -------------------------------------------------------------------------
@@ -297,7 +422,7 @@ class SqliteLedger(Ledger):
                     (json.dumps(data), now, run_id),
                 )
             db.execute(
-                "UPDATE ledger_holds SET expires = ? WHERE holder = ? AND expires > ?",
+                "UPDATE ledger_reservations SET expires = ? WHERE holder = ? AND expires > ?",
                 (now + lease, run_id, now),
             )
             kill = db.execute(
