@@ -30,19 +30,13 @@ a cProfile of the Governor over the same stream (not part of the benchmark's rec
 from __future__ import annotations
 
 import gc
-import importlib.util
-import io
 import os
 import statistics
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from genai_prices import calc_price
@@ -66,6 +60,7 @@ from haltwise import (
     Warn,
 )
 from haltwise.engine.decisions import CONTINUE, Continue
+from revisions import load_revision
 
 #: The default limit set the benchmark governs with, and its numbers for the hand-written loop.
 MAX_TURNS = 25
@@ -114,29 +109,7 @@ def limits(api: Any = haltwise) -> Limit:
 def load_base() -> Any:
     """The ``haltwise`` package at ``BASE_REVISION``, imported as ``haltwise_base``; or the
     reason it cannot be (not a git checkout, no such revision)."""
-    root = Path(__file__).resolve().parents[1]
-    target = Path(tempfile.mkdtemp(prefix="haltwise-base-"))
-    try:
-        archive = subprocess.run(
-            ["git", "-C", str(root), "archive", BASE_REVISION, "src/haltwise"],
-            capture_output=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError) as error:
-        stderr = getattr(error, "stderr", b"") or b""
-        return f"no base revision {BASE_REVISION}: {stderr.decode().strip() or error}"
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
-    package = target / "src" / "haltwise"
-    spec = importlib.util.spec_from_file_location(
-        "haltwise_base", package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["haltwise_base"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_revision(BASE_REVISION, "haltwise_base")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import io
 import multiprocessing
 import os
 import shutil
 import socket
 import statistics
 import subprocess
-import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,6 +44,7 @@ import haltwise
 from haltwise.engine.ledger import Budget, Ledger, MemoryLedger
 from haltwise.ledgers import open_ledger
 from haltwise.ledgers.sqlite import SqliteLedger
+from revisions import load_revision
 
 PAIRS_PER_PROCESS = 2_000
 PROCESSES = (1, 16)
@@ -185,34 +183,6 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def load_revision(revision: str) -> Any:
-    """The ``haltwise`` package at ``revision``, imported as ``BASE_PACKAGE``; or the reason it
-    cannot be (not a git checkout, no such revision)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        archive = subprocess.run(
-            ["git", "-C", str(root), "archive", revision, "src/haltwise"],
-            capture_output=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError) as error:
-        stderr = getattr(error, "stderr", b"") or b""
-        return f"no revision {revision}: {stderr.decode().strip() or error}"
-    target = Path(tempfile.mkdtemp(prefix="haltwise-base-"))
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
-    package = target / "src" / "haltwise"
-    spec = importlib.util.spec_from_file_location(
-        BASE_PACKAGE, package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[BASE_PACKAGE] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def governed_run(ledger: Ledger | None, shared: bool, api: Any = haltwise) -> Callable[[], None]:
     import bench_governor as stream
 
@@ -285,7 +255,7 @@ def main() -> None:
         targets.append(("Redis", server.url, server))
     else:
         print("(Redis skipped: redis-server is not installed; apt-get install redis-server)")
-    base = load_revision(BASE_REVISION)
+    base = load_revision(BASE_REVISION, BASE_PACKAGE)
     if isinstance(base, str):
         print(f"(the base revision is not timed: {base})")
     try:
