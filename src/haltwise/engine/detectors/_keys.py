@@ -6,8 +6,9 @@ inside string values are masked) and free-text thoughts are left out. Two result
 when their normalized text is: ANSI codes, pids, ports, hex ids and addresses, uuids and hashes,
 timestamps, timings and rates, temp paths, progress bars and rules drawn to fit the text, and the
 line numbers a shell prints with its errors are masked; every other number (a count of failures, a
-size, a line number, a version), the exit code and the error class are kept. A result too long to normalize in full keeps its head and tail, plus a digest of the
-whole output, so that two long outputs that differ only in their middle are still told apart.
+size, a line number, a version), the exit code and the error class are kept. A result too long to
+normalize in full keeps its head and tail, plus a digest of the whole output, so that two long
+outputs that differ only in their middle are still told apart.
 
 A result also yields a bounded set of line hashes (exact, and with digits masked) from which a
 detector judges whether it carried *new information* (see ``_base.Recent``).
