@@ -33,7 +33,7 @@ repeated call, then a stop (``_base.py``). Nothing here imports anything outside
 """
 
 from ._base import Detector
-from ._default import DEFAULTS, load_profile, stuck
+from ._default import DEFAULTS, MINIMUMS, load_profile, stuck
 from ._edits import no_effect, oscillation, recurring_errors
 from ._keys import (
     action_key,
@@ -48,6 +48,7 @@ from ._tools import cycles, no_progress, repeats, same_errors, scattered
 
 __all__ = [
     "DEFAULTS",
+    "MINIMUMS",
     "Detector",
     "action_key",
     "canonical_arguments",
