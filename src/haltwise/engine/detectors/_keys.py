@@ -19,6 +19,7 @@ the analysis of the last event is memoized (by identity) and computed once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -84,31 +85,73 @@ _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # One pass over the text for every mask (a regex per mask costs a scan each), with no named
 # groups, no nested quantifier (so no backtracking blow-up: the scan is linear), and a character
-# class or literal first in every branch, which lets the scan skip ahead; ``_mask`` tells the
-# kinds apart from the text matched. Every number that no branch claims is kept: counts of
-# failures, sizes, line numbers and versions are news.
-_VOLATILE = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
-    r"|\d{1,2}:\d\d:\d\d(?:[.,]\d+)?"
-    r"|\d+:\d\d<\d+:\d\d"
-    r"|0x[0-9a-fA-F]+"
-    r"|\d+m\d+(?:\.\d+)?s\b"
-    r"|\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
-    r"|\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b"
-    r"|[0-9a-f]{7,}\b"
-    r"|(?:pid|PID|Pid|process|Process|thread|Thread|port|Port|PORT)[ =:#]+\d+"
-    r"|(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+"
-    r"|sh: line \d+:"
-    r"|/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+"
-    r"|tmp[a-z0-9_]{6,}"
-    r"|[=_~*#━─═█▉▊▋▌▍▎▏░▒▓-]{3,}"
+# class or literal first in every branch; ``_mask`` tells the kinds apart from the text matched.
+# Every number that no branch claims is kept: counts of failures, sizes, line numbers and
+# versions are news. The branches that start with a digit or a hex letter are always scanned;
+# each of the others only when a cheap substring test finds its start in the text, since every
+# branch tried costs the scan time at every position.
+_CORE: Final = (
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?",
+    r"\d{1,2}:\d\d:\d\d(?:[.,]\d+)?",
+    r"0x[0-9a-fA-F]+",
+    r"\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
+    r"[0-9a-f]{7,}\b",
 )
-_NUMBER = re.compile(r"\d+")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+#: (what the text must contain for the branch to be tried, the branch)
+_EXTRAS: Final = (
+    (
+        ("pid", "PID", "Pid", "rocess", "hread", "ort", "ORT"),
+        r"(?:pid|PID|Pid|process|Process|thread|Thread|port|Port|PORT)[ =:#]+\d+",
+    ),
+    (
+        ("localhost", "127.0.0.1", "0.0.0.0", "[::"),
+        r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+",
+    ),
+    (("sh: line",), r"sh: line \d+:"),
+    (("<",), r"\d+:\d\d<\d+:\d\d"),
+    (("/s",), r"\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),
+    (tuple(f"{digit}m" for digit in range(10)), r"\d+m\d+(?:\.\d+)?s\b"),
+    (
+        ("/tmp/", "/var/"),
+        r"/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+",
+    ),
+    (("tmp",), r"tmp[a-z0-9_]{6,}"),
+    (("===", "---", "___", "~~~", "***", "###"), r"[=_~*#-]{3,}"),
+)
 #: The glyphs of rules and progress bars: a run of them is drawn to fit the text around it
 #: (``==== 3 failed in 0.52s ====`` is wider than ``==== 3 failed in 1.2s ====``).
 _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓-")
+#: The same, for text that is not ASCII (box drawing and block elements).
+_WIDE_RULES: Final = r"[━─═█▉▊▋▌▍▎▏░▒▓]{3,}"
+
+
+@functools.lru_cache(maxsize=256)
+def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
+    branches = [*_CORE, *(_EXTRAS[index][1] for index in extras)]
+    if wide:
+        branches.append(_WIDE_RULES)
+    return re.compile("|".join(branches))
+
+
+#: Below this length the scan is cheaper than the substring tests: every branch is tried.
+_SHORT: Final = 256
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """The volatile-span pattern with the branches ``text`` may need."""
+    if len(text) < _SHORT:
+        return _volatile(tuple(range(len(_EXTRAS))), True)
+    extras = tuple(
+        index
+        for index, (needles, _) in enumerate(_EXTRAS)
+        if any(needle in text for needle in needles)
+    )
+    return _volatile(extras, not text.isascii())
+
+
+_NUMBER = re.compile(r"\d+")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -155,16 +198,18 @@ _LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "
 def _mask_text(text: str) -> str:
     """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
     if "tmp" in text or "/var/folders" in text:
-        return _VOLATILE.sub(_mask, text)
+        return _pattern(text).sub(_mask, text)
     lines = text.split("\n")
     marked = [
         index for index, line in enumerate(lines) if len(line.translate(_NO_DIGITS)) != len(line)
     ]
     if not marked:
         return text
-    masked = _VOLATILE.sub(_mask, "\n".join(lines[index] for index in marked)).split("\n")
+    chosen = "\n".join(lines[index] for index in marked)
+    pattern = _pattern(chosen)
+    masked = pattern.sub(_mask, chosen).split("\n")
     if len(masked) != len(marked):  # pragma: no cover - no mask spans a line break
-        return _VOLATILE.sub(_mask, text)
+        return pattern.sub(_mask, text)
     for index, line in zip(marked, masked, strict=True):
         lines[index] = line
     return "\n".join(lines)
