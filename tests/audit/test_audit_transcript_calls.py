@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from haltwise import Injected, ModelResponse, ToolCall, ToolResult
 from haltwise.audit.readers import Reader, ReadWarning, find_files, read_paths
 from haltwise.audit.runs import Run
+from haltwise.cli import main
 
 DATA = Path(__file__).parent / "data"
 TRANSCRIPTS = DATA / "transcripts"
@@ -258,6 +259,16 @@ def test_reading_written_calls_is_linear_in_the_text(tmp_path: Path, text: str) 
     found = list(read_paths([path]))
     assert time.perf_counter() - started < 2
     assert isinstance(found[0], Run)
+
+
+def test_the_audit_prints_the_warning_once_for_the_corpus(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["audit", str(DATA / "chat-only"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    (line,) = err.splitlines()
+    assert line.startswith(f"haltwise audit: warning: {(DATA / 'chat-only').resolve()}: ")
+    assert "no tool calls found in the 2 openai runs of corpus 'chat-only'" in line
 
 
 # --------------------------------------------------------------------------------------------

@@ -219,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
             out.write(format_suggestions(suggestions) + "\n")
         if args.html:
             out.write(f"\nWrote {args.html}\n")
+    for warning in reader.warnings():
+        print(f"haltwise audit: warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"haltwise audit: {error}", file=sys.stderr)
     if not results and not errors:
