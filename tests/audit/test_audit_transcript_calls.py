@@ -315,3 +315,17 @@ def test_the_real_conversations_read_as_plain_transcripts_give_the_same_calls(
         assert [(call.name, call.arguments) for call in _calls(plain)] == expected, path
         compared += 1
     assert compared >= 50
+
+
+def test_a_mini_swe_agent_message_is_read_in_one_pass(tmp_path: Path) -> None:
+    # Openers with no closing fence: a search from each to the end would take minutes.
+    text = "```bash\nx" * 200_000
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": text}]
+    path = tmp_path / "demo__long-1.traj.json"
+    path.write_text(json.dumps({"messages": messages, "info": {}}))
+    started = time.perf_counter()
+    (run,) = read_paths([path])
+    assert time.perf_counter() - started < 2
+    assert isinstance(run, Run)
+    assert run.meta.format == "mini-swe-agent"
+    assert _calls(run) == []

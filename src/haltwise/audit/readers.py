@@ -573,7 +573,8 @@ def _read_swe_agent(
 # --------------------------------------------------------------------------------------------
 # mini-swe-agent .traj.json
 
-_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+#: The one fence mini-swe-agent runs; any other block in its messages is text.
+_MINI_FENCES = frozenset({"bash"})
 #: At most 10 digits: a longer number is no exit code (and ``int()`` refuses huge ones).
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,10})\s*</returncode>")
 _OUTPUT = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)</\1>", re.DOTALL)
@@ -633,7 +634,7 @@ def _read_mini(
         # The configured name; the provider's echo of it may carry routing marks ("@google/").
         turn_model = name or str(response.get("model") or "").lstrip("@")
         name = name or turn_model
-        blocks = _BASH_BLOCK.findall(content)
+        blocks, _ = _shell_blocks(content, _MINI_FENCES)
         reply = messages[index + 1] if index + 1 < len(messages) else None
         reply_text = _text(reply.get("content")) if isinstance(reply, dict) else ""
         calls: list[tuple[ToolCall, ToolResult | None]] = []
@@ -772,9 +773,9 @@ def _function_blocks(text: str) -> tuple[list[tuple[str, dict[str, str]]], int]:
         position = body_end + len("</function>") if body_end == close else body_end
 
 
-def _shell_blocks(text: str) -> tuple[list[str], int]:
-    """The commands of the fenced ``bash`` and ``sh`` blocks in ``text``, and how many of
-    them are not closed."""
+def _shell_blocks(text: str, fences: frozenset[str]) -> tuple[list[str], int]:
+    """The commands of the fenced blocks in ``text`` whose info string is one of ``fences``,
+    and how many of them are not closed."""
     commands: list[str] = []
     newline = close = _UNSEARCHED
     position = 0
@@ -788,8 +789,8 @@ def _shell_blocks(text: str) -> tuple[list[str], int]:
         info = text[start + 3 : info_end] if info_end - start <= 3 + _MAX_FENCE_INFO else ""
         if newline < 0:
             # A fence on the last line: a shell block the model began and did not write.
-            return commands, int(info.strip() in _SHELL_FENCES)
-        if info.strip() not in _SHELL_FENCES:
+            return commands, int(info.strip() in fences)
+        if info.strip() not in fences:
             position = start + 3
             continue
         close = _find(text, "\n```", newline + 1, end, close)
@@ -810,7 +811,7 @@ def _text_calls(text: str) -> tuple[list[tuple[str, Mapping[str, Any]]], int]:
     functions, unreadable = _function_blocks(text)
     if functions:
         return list(functions), unreadable
-    commands, unclosed = _shell_blocks(text)
+    commands, unclosed = _shell_blocks(text, _SHELL_FENCES)
     if len(commands) == 1:
         return [("bash", {"command": commands[0]})], unreadable + unclosed
     return [], unreadable + unclosed
