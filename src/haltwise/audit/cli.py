@@ -256,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
                 out.write(f"Wrote {args.write_profile}: stuck(profile={args.write_profile!r})\n")
         if args.html:
             out.write(f"\nWrote {args.html}\n")
+    for warning in reader.warnings():
+        print(f"haltwise audit: warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"haltwise audit: {error}", file=sys.stderr)
     if not results and not errors:
