@@ -148,6 +148,18 @@ def test_a_number_that_means_something_is_kept(tool: str) -> None:
     assert result_fingerprint(first) != result_fingerprint(changed)
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Report 5 failures", "Report 3 failures"),
+        ("import 12 modules", "import 13 modules"),
+        ("support: 2 platforms", "support: 4 platforms"),
+    ],
+)
+def test_a_mask_word_inside_another_word_masks_nothing(first: str, second: str) -> None:
+    assert result_fingerprint(first) != result_fingerprint(second)
+
+
 def _alarms(steps: list[tuple[str, str]]) -> list[object]:
     driver = Driver(stuck())
     decisions = [driver.step("bash", {"command": command}, output) for command, output in steps]

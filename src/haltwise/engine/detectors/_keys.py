@@ -167,9 +167,9 @@ def _mask(match: re.Match[str]) -> str:
         return "sh: line <n>:"
     if first in "pPtT":
         # pid 42, process=42, thread #42, port 8080; or a temp name, tmpab12cd3x.
-        if text.startswith("tmp"):
-            return text if glued else "<tmp>"
-        return _NUMBER.sub("<n>", text)
+        if glued:
+            return text  # part of a word: "import 3", "Report 5" say nothing of a process
+        return "<tmp>" if text.startswith("tmp") else _NUMBER.sub("<n>", text)
     if ":" in text:
         host = text.rpartition(":")[0]
         if host in _LOCAL_HOSTS:
