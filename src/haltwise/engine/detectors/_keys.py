@@ -136,12 +136,13 @@ def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
 
 #: Below this length the scan is cheaper than the substring tests: every branch is tried.
 _SHORT: Final = 256
+_EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 
 
 def _pattern(text: str) -> re.Pattern[str]:
     """The volatile-span pattern with the branches ``text`` may need."""
     if len(text) < _SHORT:
-        return _volatile(tuple(range(len(_EXTRAS))), True)
+        return _EVERY_BRANCH
     extras = tuple(
         index
         for index, (needles, _) in enumerate(_EXTRAS)
