@@ -21,8 +21,10 @@ seem stuck (a note the live model reads) and how many calls it refuses them.
 
 - ``no_effect``, ``oscillation``, ``recurring`` off (``benchmarks/bench_stuck.py`` prints each
   beside the defaults). Results now keep every number that is not volatile, so the same check
-  moving from 9 failures to 7 is progress; the defaults measured the same after that change
-  (36 of 138 on-limit runs stopped, 34.1% of their tokens, 2 of 374 solved runs cut). On top of
+  moving from 9 failures to 7 is progress; the defaults measured about the same after that
+  change (36 of 138 on-limit runs stopped, not 37: one stop at the last step of its run went;
+  34.1% of their tokens, not 34.2%; 2 of 374 solved runs cut; 17 solved runs nudged, not 21,
+  the progress that had been taken for a loop). On top of
   them, ``no_effect`` 2 saves 0.1% more tokens and nudges 7 more solved runs, 3 changes
   nothing; ``recurring`` 6 saves 0.5% more and cuts 2 more solved runs (3 of 179 in
   mini-swe-agent); ``oscillation`` 2 never fires (1 fires 5 times, cutting 2 solved runs).
