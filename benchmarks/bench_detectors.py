@@ -178,7 +178,7 @@ def signs(run: Run, group: str, pricer: Prices) -> Signs:
             if action is None:
                 continue
             result = analyze_result(event, action)
-            new = recent.is_new(action.key, result)
+            new = recent.is_new(action.key, result, action.edit)
             recent.push(action.key, result)
             again = last is not None and last[0] == action.key
             failed_alike = result.error is not None and last is not None and last[1] == result.error

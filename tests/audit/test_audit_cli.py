@@ -86,7 +86,7 @@ def test_malformed_files_are_named_and_the_rest_is_reported(
     captured = capsys.readouterr()
     document = json.loads(captured.out)
     assert len(document["errors"]) == 4
-    assert document["total"]["runs"] == 9
+    assert document["total"]["runs"] == 17
     assert "truncated.traj at line 1, column" in captured.err
 
 

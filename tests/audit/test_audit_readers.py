@@ -56,7 +56,16 @@ def test_sidecar_reports_are_not_taken_for_runs() -> None:
 
 def test_the_corpus_is_the_first_folder_under_the_path_given() -> None:
     corpora = {corpus for _, corpus in find_files([DATA])}
-    assert corpora == {"swe-agent", "mini", "tau", "openai", "haltwise", "broken"}
+    assert corpora == {
+        "swe-agent",
+        "mini",
+        "tau",
+        "openai",
+        "haltwise",
+        "broken",
+        "transcripts",
+        "chat-only",
+    }
     assert {corpus for _, corpus in find_files([DATA / "tau" / "gpt-4o-airline.json"])} == {"tau"}
 
 

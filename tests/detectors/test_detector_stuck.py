@@ -45,7 +45,14 @@ def test_it_holds_one_detector_per_threshold() -> None:
         "monologue",
         "degenerate",
         "paging",
+        "no_effect",
+        "oscillation",
+        "recurring",
     }
+    # Measured and found not to pay on the corpus: available, out of the defaults.
+    assert DEFAULTS["no_effect"] is DEFAULTS["oscillation"] is DEFAULTS["recurring"] is None
+    opted = {leaf.reason for leaf in stuck(no_effect=3, oscillation=2, recurring=5).leaves()}
+    assert opted - reasons == {"stuck.no_effect", "stuck.oscillation", "stuck.recurring"}
 
 
 def test_each_detector_stops_with_its_own_reason() -> None:

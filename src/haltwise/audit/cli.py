@@ -38,7 +38,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suggest",
         action="store_true",
-        help="propose limits from the runs themselves (within which 95%% of solved runs ended)",
+        help="propose limits from the runs themselves (within which 95%% of solved runs "
+        "ended) and stuck() thresholds fitted to them (at most 1%% of solved runs cut)",
+    )
+    parser.add_argument(
+        "--write-profile",
+        metavar="FILE",
+        help="with --suggest: write the fitted stuck() thresholds to FILE (JSON), for "
+        "stuck(profile=FILE)",
     )
     parser.add_argument(
         "--model", metavar="NAME", help="the model of runs whose files do not name it"
@@ -110,7 +117,14 @@ def run(args: argparse.Namespace) -> int:
     from .replay import RunResult, replay
     from .report import Totals, format_table, run_record, totals_record
     from .runs import ReadError
-    from .suggest import format_suggestions, suggest
+    from .suggest import (
+        format_stuck_suggestion,
+        format_suggestions,
+        profile_document,
+        stuck_candidates,
+        suggest,
+        suggest_stuck,
+    )
 
     text = args.limits if args.limits is not None else DEFAULT_LIMITS
     if args.config is not None and args.limits is None:
@@ -128,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
         sweep_texts = [scaled(text, factor) for factor in SWEEP]
         limits = [_combine(parse_limits(item), policy) for item in sweep_texts]
     chosen_index = SWEEP.index(1.0) if sweep_texts else 0
+    if args.write_profile and not args.suggest:
+        print("haltwise audit: --write-profile needs --suggest", file=sys.stderr)
+        return 2
+    # With --suggest, stuck() at each scale of its thresholds is replayed beside the rest.
+    calibration = stuck_candidates() if args.suggest else []
+    calibrated: list[list[RunResult]] = [[] for _ in calibration]
 
     missing = [path for path in args.paths if not Path(path).exists()]
     if missing:
@@ -150,7 +170,10 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(item, ReadError):
                     errors.append(item)
                     continue
-                outcomes = replay(item, limits, pricer=pricer)
+                outcomes = replay(item, limits + calibration, pricer=pricer)
+                for index, outcome in enumerate(outcomes[len(limits) :]):
+                    calibrated[index].append(outcome)
+                outcomes = outcomes[: len(limits)]
                 for index, outcome in enumerate(outcomes):
                     swept[index].append(outcome)
                 results.append(outcomes[chosen_index])
@@ -177,6 +200,16 @@ def run(args: argparse.Namespace) -> int:
         Path(args.html).write_text(page, encoding="utf-8")
 
     suggestions = suggest(results) if args.suggest else []
+    fitted = suggest_stuck(calibrated) if args.suggest else None
+    if args.write_profile:
+        if fitted is None:
+            print(
+                "haltwise audit: no profile written: too few solved runs to fit stuck()",
+                file=sys.stderr,
+            )
+        else:
+            profile = profile_document(fitted, suggestions)
+            Path(args.write_profile).write_text(json.dumps(profile, indent=2) + "\n")
     if args.json:
         document: dict[str, Any] = {
             "limits": repr(chosen),
@@ -191,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         }
         if args.suggest:
             document["suggestions"] = [item.record() for item in suggestions]
+            document["stuck_suggestion"] = None if fitted is None else fitted.record()
         if args.html:
             document["html"] = args.html
         json.dump(document, sys.stdout, indent=2)
@@ -221,8 +255,13 @@ def run(args: argparse.Namespace) -> int:
         if args.suggest:
             out.write("\nSuggested limits, from the solved runs:\n")
             out.write(format_suggestions(suggestions) + "\n")
+            out.write("stuck() fitted to these runs:\n" + format_stuck_suggestion(fitted) + "\n")
+            if args.write_profile and fitted is not None:
+                out.write(f"Wrote {args.write_profile}: stuck(profile={args.write_profile!r})\n")
         if args.html:
             out.write(f"\nWrote {args.html}\n")
+    for warning in reader.warnings():
+        print(f"haltwise audit: warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"haltwise audit: {error}", file=sys.stderr)
     if not results and not errors:

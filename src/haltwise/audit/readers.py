@@ -11,7 +11,8 @@ format                 files                           per-step usage
                        ``traj``)
 ``openai``             OpenAI chat-completions          where messages carry ``usage``
                        messages (a list, or objects
-                       with ``messages``)
+                       with ``messages``, ``traj``
+                       or ``history``)
 ``haltwise``           haltwise's JSONL event log       as logged
 =====================  ==============================  ========================================
 
@@ -21,8 +22,17 @@ Labels come from the corpus: SWE-bench reports next to the trajectories (``resul
 the file, else from ``args.yaml``/``metadata.yaml`` beside it, else from a folder or file name
 that names a priced model, else ``--model``.
 
+A transcript's tool calls are read wherever it keeps them: ``tool_calls`` (results in ``tool``
+messages), the legacy ``function_call`` (results in ``function`` messages), SWE-agent's
+``action``, or, in a transcript that records none of these, written into the assistant's text
+by prompt-based function calling: ``<function=NAME><parameter=KEY>VALUE</parameter></function>``
+blocks, or one fenced ``bash``/``sh`` block, the next user message being the result. Of two
+copies of a conversation in one file, the one that records its calls is read, never both.
+
 Files are read one at a time; JSON lists of runs are decoded item by item. A file that cannot be
-read yields a ``ReadError`` naming it and the position, and reading goes on.
+read yields a ``ReadError`` naming it and the position, and reading goes on. ``Reader.warnings()``
+names what was read but should not be trusted blindly: a corpus whose runs hold no tool call
+(no detector can fire on it), and written calls that could not be read, once per file.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -59,7 +70,7 @@ from .runs import (
     ended_on_limit,
 )
 
-__all__ = ["FORMATS", "Reader", "detect_format", "find_files", "read_paths"]
+__all__ = ["FORMATS", "ReadWarning", "Reader", "detect_format", "find_files", "read_paths"]
 
 FORMATS = ("swe-agent", "mini-swe-agent", "tau-bench", "openai", "haltwise")
 
@@ -133,17 +144,60 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ReadWarning:
+    """Something about what was read that the audit's figures should be read with: a corpus
+    whose runs hold no tool call, so that no stuck detector could fire on them, or blocks of a
+    file that could not be read as calls."""
+
+    #: The file, or the folder of the corpus.
+    source: str
+    #: Where in the file (``messages[12]``), or ``""``.
+    position: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f" at {self.position}" if self.position else ""
+        return f"{self.source}{where}: {self.message}"
+
+
+#: What each format's files hold a tool call as: said when a corpus yields none.
+_CALLS_EXPECTED = {
+    "swe-agent": 'an "action" in each "trajectory" step',
+    "mini-swe-agent": "one ```bash block in each assistant message",
+    "tau-bench": '"tool_calls" in the assistant messages of each "traj"',
+    "openai": (
+        '"tool_calls", a legacy "function_call", or calls written in the assistant\'s text '
+        "(<function=NAME> blocks, or one ```bash or ```sh block per message, answered in the "
+        "next user message)"
+    ),
+    "haltwise": "ToolCall events",
+}
+
+
+@dataclass(slots=True)
+class _CorpusCalls:
+    """How many runs of one corpus, in one format, were read, and whether any called a tool."""
+
+    folder: str
+    runs: int = 0
+    calls: bool = False
+
+
 class Reader:
     """Reads run files one at a time, remembering the corpus reports it has read.
 
     ``model`` names the model of runs whose files do not; ``known_model`` says whether a name is
     a model with a known price (used to take a model's name from a folder or file name).
+    ``warnings()`` says, after the files are read, what the audit's figures should be read with.
     """
 
     def __init__(self, *, model: str | None = None, known_model: KnownModel | None = None):
         self._labels = _Labels()
         self._model = model
         self._known = known_model or (lambda name: False)
+        self._file_warnings: list[ReadWarning] = []
+        self._calls: dict[tuple[str, str], _CorpusCalls] = {}
 
     def read(self, path: Path, corpus: str) -> Iterator[Result]:
         """The runs of one file, and a ``ReadError`` for what cannot be read."""
@@ -157,7 +211,13 @@ class Reader:
             return
         reader = _READERS[kind]
         try:
-            yield from reader(path, corpus, self._labels, self._model, self._known)
+            for item in reader(path, corpus, self._labels, self._model, self._known):
+                if isinstance(item, ReadWarning):
+                    self._file_warnings.append(item)
+                    continue
+                if isinstance(item, Run):
+                    self._count_calls(item, corpus, kind, path)
+                yield item
         except _Malformed as error:
             yield ReadError(str(path), error.position, error.message)
         except json.JSONDecodeError as error:
@@ -171,6 +231,34 @@ class Reader:
             yield ReadError(str(path), position, f"{error.value!r} is not valid: {error.valid}")
         except (OSError, UnicodeDecodeError) as error:
             yield ReadError(str(path), "", f"cannot be read: {error}")
+
+    def warnings(self) -> list[ReadWarning]:
+        """What the files read so far call for: a warning for each file with calls that could
+        not be read, and one for each corpus (and format) whose runs hold no tool call at all."""
+        found = list(self._file_warnings)
+        for (corpus, kind), tally in self._calls.items():
+            if tally.calls:
+                continue
+            found.append(
+                ReadWarning(
+                    tally.folder,
+                    "",
+                    f"no tool calls found in the {tally.runs} {kind} runs of corpus {corpus!r}: "
+                    f"expected {_CALLS_EXPECTED[kind]}. No stuck detector can fire on these "
+                    "runs, so their figures say nothing about loops.",
+                )
+            )
+        return found
+
+    def _count_calls(self, run: Run, corpus: str, kind: str, path: Path) -> None:
+        folder = os.path.abspath(path.parent)
+        tally = self._calls.get((corpus, kind))
+        if tally is None:
+            tally = self._calls[corpus, kind] = _CorpusCalls(folder)
+        elif folder != tally.folder:
+            tally.folder = os.path.commonpath([tally.folder, folder])
+        tally.runs += 1
+        tally.calls = tally.calls or any(type(event) is ToolCall for event in run.events)
 
 
 def read_paths(
@@ -485,8 +573,10 @@ def _read_swe_agent(
 # --------------------------------------------------------------------------------------------
 # mini-swe-agent .traj.json
 
-_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
-_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+#: The one fence mini-swe-agent runs; any other block in its messages is text.
+_MINI_FENCES = frozenset({"bash"})
+#: At most 10 digits: a longer number is no exit code (and ``int()`` refuses huge ones).
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,10})\s*</returncode>")
 _OUTPUT = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)</\1>", re.DOTALL)
 _ELIDED = re.compile(r"<elided_chars>\s*(\d+)\s*characters elided\s*</elided_chars>")
 
@@ -544,7 +634,7 @@ def _read_mini(
         # The configured name; the provider's echo of it may carry routing marks ("@google/").
         turn_model = name or str(response.get("model") or "").lstrip("@")
         name = name or turn_model
-        blocks = _BASH_BLOCK.findall(content)
+        blocks, _ = _shell_blocks(content, _MINI_FENCES)
         reply = messages[index + 1] if index + 1 < len(messages) else None
         reply_text = _text(reply.get("content")) if isinstance(reply, dict) else ""
         calls: list[tuple[ToolCall, ToolResult | None]] = []
@@ -591,6 +681,143 @@ def _read_mini(
 
 
 # --------------------------------------------------------------------------------------------
+# Tool calls written into the model's text (prompt-based function calling)
+#
+# The text is the model's: any shape may come, so these parsers never raise, and every search
+# starts past the last one or reuses an earlier answer, which keeps them linear in the text.
+
+#: Fenced blocks whose body is one shell command, as mini-swe-agent style agents write them.
+_SHELL_FENCES = frozenset({"bash", "sh"})
+#: The longest function or parameter name taken from a tag, and the longest fence info string.
+_MAX_NAME = 128
+_MAX_FENCE_INFO = 16
+#: For ``_find``: nothing searched yet.
+_UNSEARCHED = -2
+
+
+def _find(text: str, needle: str, start: int, end: int, known: int) -> int:
+    """``text.find(needle, start, end)``, given ``known``: its answer for an earlier start.
+
+    An answer at or after ``start`` still holds, and so does "not found" (-1); only an answer
+    before ``start`` is searched again, from ``start``.
+    """
+    if known == -1 or known >= start:
+        return known
+    return text.find(needle, start, end)
+
+
+def _tag_name(text: str, start: int, end: int) -> tuple[str, int] | None:
+    """The NAME of a ``<function=NAME>`` or ``<parameter=NAME>`` tag whose name begins at
+    ``start``, and where the tag ends; None when no well-formed name is there."""
+    close = text.find(">", start, min(end, start + _MAX_NAME + 1))
+    if close < 0:
+        return None
+    name = text[start:close]
+    if name.split() != [name] or "<" in name:
+        return None
+    return name, close + 1
+
+
+def _parameters(text: str, start: int, end: int) -> tuple[dict[str, str], int]:
+    """The ``<parameter=KEY>VALUE</parameter>`` pairs in ``text[start:end]``, and how many
+    tags could not be read. A value the model did not close runs to the next tag."""
+    arguments: dict[str, str] = {}
+    unreadable = 0
+    close = opening = _UNSEARCHED
+    position = start
+    while True:
+        begin = text.find("<parameter=", position, end)
+        if begin < 0:
+            return arguments, unreadable
+        tag = _tag_name(text, begin + len("<parameter="), end)
+        if tag is None:
+            unreadable += 1
+            position = begin + len("<parameter=")
+            continue
+        key, value_start = tag
+        close = _find(text, "</parameter>", value_start, end, close)
+        opening = _find(text, "<parameter=", value_start, end, opening)
+        value_end = min(at for at in (close, opening, end) if at >= 0)
+        arguments[key] = text[value_start:value_end].strip("\n")
+        position = value_end + len("</parameter>") if value_end == close else value_end
+
+
+def _function_blocks(text: str) -> tuple[list[tuple[str, dict[str, str]]], int]:
+    """The ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` calls in ``text``,
+    and how many tags could not be read.
+
+    A block the model did not close ends where the next begins, or with the text: harnesses
+    stop the model's output at ``</function>``, so the closing tag is often missing.
+    """
+    calls: list[tuple[str, dict[str, str]]] = []
+    unreadable = 0
+    close = opening = _UNSEARCHED
+    position = 0
+    end = len(text)
+    while True:
+        start = text.find("<function=", position)
+        if start < 0:
+            return calls, unreadable
+        tag = _tag_name(text, start + len("<function="), end)
+        if tag is None:
+            unreadable += 1
+            position = start + len("<function=")
+            continue
+        name, body_start = tag
+        close = _find(text, "</function>", body_start, end, close)
+        opening = _find(text, "<function=", body_start, end, opening)
+        body_end = min(at for at in (close, opening, end) if at >= 0)
+        arguments, bad = _parameters(text, body_start, body_end)
+        calls.append((name, arguments))
+        unreadable += bad
+        position = body_end + len("</function>") if body_end == close else body_end
+
+
+def _shell_blocks(text: str, fences: frozenset[str]) -> tuple[list[str], int]:
+    """The commands of the fenced blocks in ``text`` whose info string is one of ``fences``,
+    and how many of them are not closed."""
+    commands: list[str] = []
+    newline = close = _UNSEARCHED
+    position = 0
+    end = len(text)
+    while True:
+        start = text.find("```", position)
+        if start < 0:
+            return commands, 0
+        newline = _find(text, "\n", start + 3, end, newline)
+        info_end = end if newline < 0 else newline
+        info = text[start + 3 : info_end] if info_end - start <= 3 + _MAX_FENCE_INFO else ""
+        if newline < 0:
+            # A fence on the last line: a shell block the model began and did not write.
+            return commands, int(info.strip() in fences)
+        if info.strip() not in fences:
+            position = start + 3
+            continue
+        close = _find(text, "\n```", newline + 1, end, close)
+        if close < 0:
+            return commands, 1
+        commands.append(text[newline + 1 : close])
+        position = close + 4
+
+
+def _text_calls(text: str) -> tuple[list[tuple[str, Mapping[str, Any]]], int]:
+    """The tool calls an assistant message writes into its text, and how many written blocks
+    could not be read.
+
+    ``<function=NAME>`` blocks are calls, every one of them. Without them, a message holding
+    exactly one fenced ``bash``/``sh`` block calls ``bash`` with its body; several blocks are
+    no call, as mini-swe-agent style harnesses refuse such a message as a format error.
+    """
+    functions, unreadable = _function_blocks(text)
+    if functions:
+        return list(functions), unreadable
+    commands, unclosed = _shell_blocks(text, _SHELL_FENCES)
+    if len(commands) == 1:
+        return [("bash", {"command": commands[0]})], unreadable + unclosed
+    return [], unreadable + unclosed
+
+
+# --------------------------------------------------------------------------------------------
 # OpenAI chat-completions messages (and tau-bench, whose runs hold them)
 
 
@@ -600,11 +827,125 @@ def _arguments(raw: Any) -> Mapping[str, Any] | str:
     return raw if isinstance(raw, str) else json.dumps(raw)
 
 
+@dataclass(slots=True)
+class _Unreadable:
+    """Calls written in a file's text that could not be read: how many, and the first one's
+    position."""
+
+    count: int = 0
+    first: str = ""
+
+    def add(self, count: int, position: str) -> None:
+        if count and not self.count:
+            self.first = position
+        self.count += count
+
+    def warning(self, path: Path) -> ReadWarning | None:
+        if not self.count:
+            return None
+        return ReadWarning(
+            str(path),
+            self.first,
+            f"{self.count} tool call(s) written in the text could not be read (a <function= or "
+            "<parameter= tag with no name, or a ```bash block with no closing fence); "
+            "those turns are read as turns with no call",
+        )
+
+
+def _has_recorded_calls(messages: list[Any]) -> bool:
+    """Whether some assistant message records its calls in the file's structure."""
+    return any(
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and (
+            bool(_list(message.get("tool_calls")))
+            or isinstance(message.get("function_call"), dict)
+            or isinstance(message.get("action"), str)
+        )
+        for message in messages
+    )
+
+
+def _recorded_calls(message: dict[str, Any], index: int, where: str) -> list[ToolCall]:
+    """The calls an assistant message records: ``tool_calls``, else the legacy
+    ``function_call``, else SWE-agent's ``action`` (never more than one of them: a message that
+    carries two echoes one call)."""
+    calls = []
+    for position, raw in enumerate(_list(message.get("tool_calls"))):
+        if not isinstance(raw, dict):
+            raise _Malformed(f"{where}[{index}].tool_calls[{position}]", "expected an object")
+        function = _obj(raw.get("function")) or raw
+        call_id = str(raw.get("id") or f"{index}.{position}")
+        name = str(function.get("name") or "")
+        calls.append(ToolCall(name, _arguments(function.get("arguments", "")), call_id=call_id))
+    legacy = message.get("function_call")
+    if not calls and isinstance(legacy, dict):
+        name = str(legacy.get("name") or "")
+        calls.append(ToolCall(name, _arguments(legacy.get("arguments", "")), call_id=str(index)))
+    action = message.get("action")
+    if not calls and isinstance(action, str) and not _EXIT_ACTIONS.match(action.strip()):
+        calls.append(ToolCall(_command_name(action), {"command": action}, call_id=str(index)))
+    return calls
+
+
+def _replies_to(calls: list[ToolCall], replies: list[dict[str, Any]]) -> list[ToolResult | None]:
+    """Each call's result among the ``tool`` (or legacy ``function``) messages after it: the
+    reply with the call's id, else the next reply that names no id."""
+    by_id: dict[str, dict[str, Any]] = {}
+    loose: list[dict[str, Any]] = []
+    for reply in replies:
+        call_id = str(reply.get("tool_call_id") or "")
+        if call_id:
+            by_id.setdefault(call_id, reply)
+        else:
+            loose.append(reply)
+    loose.reverse()
+    results: list[ToolResult | None] = []
+    for call in calls:
+        answer = by_id.pop(call.call_id, None)
+        if answer is None and loose:
+            answer = loose.pop()
+        if answer is None:
+            results.append(None)
+            continue
+        results.append(
+            ToolResult(
+                str(answer.get("name") or call.name),
+                _text(answer.get("content")),
+                call.call_id,
+                is_error=bool(answer.get("is_error")),
+            )
+        )
+    return results
+
+
+def _reply_in_text(call: ToolCall, reply: str) -> ToolResult:
+    """A call's result from the user message that answered it (mini-swe-agent's
+    ``<returncode>``/``<output>`` read when it is there)."""
+    code = _RETURNCODE.search(reply)
+    if code is None:
+        return ToolResult(call.name, reply, call.call_id)
+    return ToolResult(call.name, _command_output(reply), call.call_id, exit_code=int(code[1]))
+
+
 def _chat_events(
-    messages: list[Any], run_id: str, model: str, where: str
+    messages: list[Any],
+    run_id: str,
+    model: str,
+    where: str,
+    written: _Unreadable | None,
 ) -> tuple[list[Event], bool, str | None, str]:
-    """Events from OpenAI-style messages; whether usage was seen, the last tool, the model."""
+    """Events from OpenAI-style messages; whether usage was seen, the last tool, the model.
+
+    Calls are read where the messages record them (``tool_calls``, ``function_call``,
+    ``action``), with their results in the ``tool`` or ``function`` messages after them, or, for
+    an ``action``, in the next user message. Only when no message records a call, and
+    ``written`` is given, are calls looked for in the assistant's text (``<function=NAME>``
+    blocks, or one fenced shell block), the next user message being the result; unreadable
+    blocks are counted in ``written``.
+    """
     events: list[Event] = []
+    recorded = _has_recorded_calls(messages)
     prompt_given = False
     usage_seen = False
     last_tool: str | None = None
@@ -628,7 +969,7 @@ def _chat_events(
             index += 1
             continue
         if role != "assistant":
-            # A tool result with no call before it: keep it, for what it says.
+            # A tool result with no call before it: no call to give it to.
             index += 1
             continue
         if not prompt_given:
@@ -639,33 +980,39 @@ def _chat_events(
             usage_seen = True
         turn_model = str(message.get("model") or model)
         model = model or turn_model
-        results: dict[str, ToolResult] = {}
+        content = _text(message.get("content"))
+        if recorded:
+            calls = _recorded_calls(message, index, where)
+            # Only an action is answered in a user message; tool calls get tool messages.
+            answered_in_text = not message.get("tool_calls") and not message.get("function_call")
+        elif written is not None:
+            found, unreadable = _text_calls(content)
+            written.add(unreadable, f"{where}[{index}]")
+            calls = [
+                ToolCall(name, arguments, call_id=f"{index}.{position}")
+                for position, (name, arguments) in enumerate(found)
+            ]
+            answered_in_text = True
+        else:
+            calls = []
+            answered_in_text = False
         following = index + 1
+        replies: list[dict[str, Any]] = []
         while following < count:
             reply = messages[following]
-            if not isinstance(reply, dict) or reply.get("role") != "tool":
+            if not isinstance(reply, dict) or reply.get("role") not in ("tool", "function"):
                 break
-            call_id = str(reply.get("tool_call_id") or "")
-            results[call_id] = ToolResult(
-                name=str(reply.get("name") or ""),
-                content=_text(reply.get("content")),
-                call_id=call_id,
-                is_error=bool(reply.get("is_error")),
-            )
+            replies.append(reply)
             following += 1
-        calls: list[tuple[ToolCall, ToolResult | None]] = []
-        for position, raw in enumerate(message.get("tool_calls") or ()):
-            if not isinstance(raw, dict):
-                raise _Malformed(f"{where}[{index}].tool_calls[{position}]", "expected an object")
-            function = _obj(raw.get("function")) or raw
-            call_id = str(raw.get("id") or f"{index}.{position}")
-            tool = str(function.get("name") or "")
-            call = ToolCall(tool, _arguments(function.get("arguments", "")), call_id=call_id)
-            result = results.pop(call_id, None)
-            if result is not None and not result.name:
-                result = ToolResult(tool, result.content, call_id, result.is_error)
-            calls.append((call, result))
-            last_tool = tool
+        results = _replies_to(calls, replies)
+        if calls and not replies and answered_in_text and following < count:
+            reply = messages[following]
+            if isinstance(reply, dict) and reply.get("role") == "user":
+                # One reply for the message: several calls in it share it, given to the last.
+                results[-1] = _reply_in_text(calls[-1], _text(reply.get("content")))
+                following += 1
+        if calls:
+            last_tool = calls[-1].name
         details = usage.get("prompt_tokens_details") or {}
         _turn(
             events,
@@ -674,8 +1021,8 @@ def _chat_events(
             output_tokens=_int(usage.get("completion_tokens", usage.get("output_tokens"))),
             cache_read=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
             cost=_money(usage.get("cost")),
-            text=_text(message.get("content")) or None,
-            calls=calls,
+            text=content or None,
+            calls=list(zip(calls, results, strict=True)),
         )
         index = following
     if not prompt_given:
@@ -748,8 +1095,9 @@ def _read_tau(
             continue
         run_id = f"task{run.get('task_id', item)}-trial{run.get('trial', 0)}"
         try:
+            # tau-bench's agent calls its tools natively: its text is not searched for calls.
             events, usage_seen, last_tool, found = _chat_events(
-                run["traj"], run_id, name, f"{where}.traj"
+                run["traj"], run_id, name, f"{where}.traj", written=None
             )
         except _Malformed as error:
             yield ReadError(str(path), error.position, error.message)
@@ -789,59 +1137,88 @@ def _label(container: Mapping[str, Any]) -> bool | None:
     return None
 
 
+#: Where a transcript keeps its conversation. A file may hold two copies (the messages the model
+#: saw, and a history with the calls recorded): one is read, never both.
+_CONVERSATIONS = ("messages", "traj", "history", "trajectory")
+
+
+def _conversation(container: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
+    """The copy of the conversation to read, and its key: the first copy whose messages record
+    their calls, else the first copy there is."""
+    copies = [
+        (key, value)
+        for key in _CONVERSATIONS
+        if isinstance(value := container.get(key), list)
+        and (not value or (isinstance(value[0], dict) and "role" in value[0]))
+    ]
+    for key, messages in copies:
+        if _has_recorded_calls(messages):
+            return key, messages
+    return copies[0] if copies else None
+
+
+def _first_character(path: Path) -> str:
+    with path.open(encoding="utf-8") as stream:
+        while (character := stream.read(1)).isspace():
+            pass
+    return character
+
+
 def _read_openai(
     path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
-) -> Iterator[Result]:
+) -> Iterator[Result | ReadWarning]:
     stem = path.name.removesuffix(".json")
     default_model = model or _model_from_name(stem, known) or ""
-    with path.open(encoding="utf-8") as stream:
-        head = stream.read(1).lstrip()
-        while head == "" or head.isspace():
-            nxt = stream.read(1)
-            if not nxt:
-                break
-            head = nxt
-    if head == "{":
+    unreadable = _Unreadable()
+    items: Iterator[tuple[int, Any]]
+    single = _first_character(path) == "{"
+    if single:
         with path.open(encoding="utf-8") as stream:
-            data = json.load(stream)
-        items: Iterator[tuple[int, Any]] = iter([(0, data)])
-        single = True
+            items = iter([(0, json.load(stream))])
     else:
         items = _iter_json_list(path)
-        single = False
-    first = True
     for item, value in items:
-        if first and not single and isinstance(value, dict) and "role" in value:
+        if item == 0 and not single and isinstance(value, dict) and "role" in value:
             # A bare list of messages: the whole file is one run.
-            with path.open(encoding="utf-8") as stream:
-                data = json.load(stream)
-            yield from _one_transcript(path, corpus, stem, {"messages": data}, default_model, "")
-            return
-        first = False
+            messages = [value, *(message for _, message in items)]
+            container = {"messages": messages}
+            yield _one_transcript(path, corpus, stem, container, default_model, "", unreadable)
+            break
         where = "" if single else f"item {item}"
-        if not isinstance(value, dict) or not isinstance(
-            value.get("messages", value.get("traj")), list
-        ):
-            yield ReadError(str(path), where or "top level", 'expected "messages": [...]')
+        if not isinstance(value, dict) or _conversation(value) is None:
+            yield ReadError(
+                str(path),
+                where or "top level",
+                'expected a list of messages under "messages" (or "traj", "history", "trajectory")',
+            )
             continue
         fallback = stem if single else f"{stem}-{item}"
         run_name = str(value.get("id") or value.get("run_id") or fallback)
-        yield from _one_transcript(path, corpus, run_name, value, default_model, where)
+        yield _one_transcript(path, corpus, run_name, value, default_model, where, unreadable)
+    warning = unreadable.warning(path)
+    if warning is not None:
+        yield warning
 
 
 def _one_transcript(
-    path: Path, corpus: str, run_id: str, container: Mapping[str, Any], model: str, where: str
-) -> Iterator[Result]:
-    messages = container.get("messages", container.get("traj"))
-    assert isinstance(messages, list)
+    path: Path,
+    corpus: str,
+    run_id: str,
+    container: Mapping[str, Any],
+    model: str,
+    where: str,
+    unreadable: _Unreadable,
+) -> Result:
+    found_copy = _conversation(container)
+    assert found_copy is not None
+    key, messages = found_copy
     name = str(container.get("model") or model)
     try:
         events, usage_seen, _, found = _chat_events(
-            messages, run_id, name, f"{where}.messages" if where else "messages"
+            messages, run_id, name, f"{where}.{key}" if where else key, written=unreadable
         )
     except _Malformed as error:
-        yield ReadError(str(path), error.position, error.message)
-        return
+        return ReadError(str(path), error.position, error.message)
     events.append(RunEnded())
     exit_status = container.get("exit_status")
     meta = RunMeta(
@@ -855,7 +1232,7 @@ def _one_transcript(
         ended_on_limit=ended_on_limit(str(exit_status) if exit_status else None),
         usage=USAGE_PER_STEP if usage_seen else USAGE_NONE,
     )
-    yield Run(meta, events)
+    return Run(meta, events)
 
 
 # --------------------------------------------------------------------------------------------
@@ -927,7 +1304,7 @@ def _read_haltwise(
         yield finish(current)
 
 
-_READERS: dict[str, Callable[..., Iterator[Result]]] = {
+_READERS: dict[str, Callable[..., Iterator[Result | ReadWarning]]] = {
     "swe-agent": _read_swe_agent,
     "mini-swe-agent": _read_mini,
     "tau-bench": _read_tau,

@@ -6,6 +6,13 @@ distribution-free 95% confidence interval for that quantile (from the order stat
 holds whatever the shape of the distribution), and what the limit would have saved on the
 runs that did not solve their task. Fewer than 20 solved runs give no suggestion: the tail is
 not known well enough.
+
+For ``stuck()``: its thresholds scaled together (``STUCK_SCALES``, tighter and looser than the
+defaults), each replayed over the same runs; the tightest that cuts at most 1% of the solved
+runs is suggested, with the share it cuts and a Wilson 95% interval for that share (over runs),
+and what it saves on the unsolved runs. An agent whose solved runs retry a lot is fitted
+looser thresholds instead of false stops. ``profile_document`` is the file ``stuck(profile=)``
+loads.
 """
 
 from __future__ import annotations
@@ -16,9 +23,26 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from ..engine.detectors import DEFAULTS, MINIMUMS, stuck
+from ..engine.limits import Limit
 from .replay import RunResult
 
-__all__ = ["MIN_SOLVED", "Suggestion", "format_suggestions", "quantile_interval", "suggest"]
+__all__ = [
+    "MIN_SOLVED",
+    "STUCK_BUDGET",
+    "STUCK_SCALES",
+    "StuckSuggestion",
+    "Suggestion",
+    "format_stuck_suggestion",
+    "format_suggestions",
+    "profile_document",
+    "quantile_interval",
+    "stuck_candidates",
+    "stuck_thresholds",
+    "suggest",
+    "suggest_stuck",
+    "wilson_interval",
+]
 
 #: The fewest solved runs from which a limit is suggested.
 MIN_SOLVED = 20
@@ -211,3 +235,140 @@ def format_suggestions(suggestions: Sequence[Suggestion], title: str = "") -> st
             f"and saves {share:.0%} of the {unit} of {item.unsolved_runs} unsolved runs"
         )
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# stuck() fitted to an agent's own runs
+
+#: The factors by which every ``stuck()`` threshold is scaled, tightest first.
+STUCK_SCALES = (0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+#: The share of solved runs a suggested ``stuck()`` may cut.
+STUCK_BUDGET = 0.01
+
+
+def stuck_thresholds(scale: float) -> dict[str, int | None]:
+    """The ``stuck()`` defaults scaled by ``scale`` (rounded, never below each minimum)."""
+    return {
+        name: None if value is None else max(MINIMUMS[name], round(value * scale))
+        for name, value in DEFAULTS.items()
+    }
+
+
+def stuck_candidates() -> list[Limit]:
+    """``stuck()`` at each of ``STUCK_SCALES``, to replay side by side."""
+    return [stuck(**stuck_thresholds(scale)) for scale in STUCK_SCALES]  # type: ignore[arg-type]
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval for a proportion (95% with the default ``z``)."""
+    if n <= 0:
+        raise ValueError("no trials")
+    share = successes / n
+    denominator = 1 + z * z / n
+    centre = (share + z * z / (2 * n)) / denominator
+    spread = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
+    # At either end the interval reaches it exactly (the sum would miss it by a rounding).
+    low = 0.0 if successes == 0 else max(0.0, min(share, centre - spread))
+    high = 1.0 if successes == n else min(1.0, max(share, centre + spread))
+    return low, high
+
+
+@dataclass(frozen=True, slots=True)
+class StuckSuggestion:
+    """``stuck()`` thresholds fitted to a set of runs, and what they would have done there."""
+
+    scale: float
+    thresholds: dict[str, int | None]
+    solved_runs: int
+    solved_cut: int
+    #: The Wilson 95% interval of the share of solved runs cut.
+    low: float
+    high: float
+    #: Whether the tightest setting within the budget was found (else: the loosest tried).
+    within_budget: bool
+    unsolved_runs: int
+    saved_tokens: int
+    unsolved_tokens: int
+
+    @property
+    def expression(self) -> str:
+        return repr(stuck(**self.thresholds))  # type: ignore[arg-type]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "limit": self.expression,
+            "scale": self.scale,
+            "thresholds": self.thresholds,
+            "solved_runs": self.solved_runs,
+            "solved_cut": self.solved_cut,
+            "solved_cut_interval_95": [self.low, self.high],
+            "within_budget": self.within_budget,
+            "budget": STUCK_BUDGET,
+            "unsolved_runs": self.unsolved_runs,
+            "unsolved_tokens_saved": self.saved_tokens,
+            "unsolved_tokens": self.unsolved_tokens,
+        }
+
+
+def suggest_stuck(per_scale: Sequence[Sequence[RunResult]]) -> StuckSuggestion | None:
+    """The tightest of ``stuck_candidates()`` (replayed: one list of results per scale, in
+    order) that cut at most ``STUCK_BUDGET`` of the solved runs; None with fewer than
+    ``MIN_SOLVED`` solved runs. When every scale cuts more, the loosest is given, marked so."""
+    if len(per_scale) != len(STUCK_SCALES):
+        raise ValueError(f"expected results for {len(STUCK_SCALES)} scales")
+    fitted = None
+    for scale, results in zip(STUCK_SCALES, per_scale, strict=True):
+        kept = [result for result in results if result.error is None]
+        solved = [result for result in kept if result.meta.resolved is True]
+        unsolved = [result for result in kept if result.meta.resolved is False]
+        if len(solved) < MIN_SOLVED:
+            return None
+        cut = sum(1 for result in solved if result.stopped)
+        low, high = wilson_interval(cut, len(solved))
+        within = cut <= STUCK_BUDGET * len(solved)
+        fitted = StuckSuggestion(
+            scale=scale,
+            thresholds=stuck_thresholds(scale),
+            solved_runs=len(solved),
+            solved_cut=cut,
+            low=low,
+            high=high,
+            within_budget=within,
+            unsolved_runs=len(unsolved),
+            saved_tokens=sum(result.saved_tokens for result in unsolved),
+            unsolved_tokens=sum(result.tokens for result in unsolved),
+        )
+        if within:
+            break
+    return fitted
+
+
+def format_stuck_suggestion(fitted: StuckSuggestion | None) -> str:
+    if fitted is None:
+        return f"  stuck(): no suggestion (fewer than {MIN_SOLVED} solved runs)"
+    share = fitted.solved_cut / fitted.solved_runs
+    saved = fitted.saved_tokens / fitted.unsolved_tokens if fitted.unsolved_tokens else 0.0
+    budget = (
+        f"the tightest of the thresholds tried within {STUCK_BUDGET:.0%} of solved runs cut"
+        if fitted.within_budget
+        else f"no thresholds tried stayed within {STUCK_BUDGET:.0%}; these are the loosest"
+    )
+    return (
+        f"  {fitted.expression}\n"
+        f"    the defaults x{fitted.scale:g}, {budget}: it cuts {fitted.solved_cut} of "
+        f"{fitted.solved_runs} solved runs ({share:.1%}, 95% interval {fitted.low:.1%} to "
+        f"{fitted.high:.1%}) and saves {saved:.0%} of the tokens of {fitted.unsolved_runs} "
+        "unsolved runs"
+    )
+
+
+def profile_document(
+    fitted: StuckSuggestion, suggestions: Sequence[Suggestion] = ()
+) -> dict[str, Any]:
+    """The profile file ``stuck(profile=PATH)`` loads: the fitted thresholds, what they were
+    fitted on, and the other limits suggested from the same runs."""
+    return {
+        "stuck": fitted.thresholds,
+        "fitted": fitted.record(),
+        "limits": {item.measure: item.expression for item in suggestions},
+    }

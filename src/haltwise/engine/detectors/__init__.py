@@ -15,8 +15,15 @@ factory                   reason               trips on
 ``degenerate_text(n)``    ``stuck.degenerate`` a chunk of text chanted n times
 ``paging(n)``             ``stuck.paging``     the same action n times in a row, whatever its
                                                results: a budget on paging, not a loop
+``no_effect(k)``          ``stuck.no_effect``  the same check, the same result, after each of
+                                               k rounds of edits
+``oscillation(n)``        ``stuck.oscillation`` n edits made again after another edit came
+                                               between (a change undone and redone)
+``recurring_errors(n)``   ``stuck.recurring``  the same tool failing the same way n times in a
+                                               window, whatever was tried between
 ``stuck()``               (each of the above)  all of them, with measured thresholds (paging
-                                               only when asked)
+                                               and the last three only when asked, or from a
+                                               profile fitted to one's own runs)
 ========================  ===================  ==================================================
 
 Actions are compared as canonical keys and results as normalized fingerprints (``_keys.py``);
@@ -26,7 +33,8 @@ repeated call, then a stop (``_base.py``). Nothing here imports anything outside
 """
 
 from ._base import Detector
-from ._default import DEFAULTS, stuck
+from ._default import DEFAULTS, MINIMUMS, load_profile, stuck
+from ._edits import no_effect, oscillation, recurring_errors
 from ._keys import (
     action_key,
     canonical_arguments,
@@ -40,6 +48,7 @@ from ._tools import cycles, no_progress, repeats, same_errors, scattered
 
 __all__ = [
     "DEFAULTS",
+    "MINIMUMS",
     "Detector",
     "action_key",
     "canonical_arguments",
@@ -47,10 +56,14 @@ __all__ = [
     "degenerate_text",
     "error_class",
     "find_degenerate",
+    "load_profile",
     "monologue",
+    "no_effect",
     "no_progress",
     "normalize_output",
+    "oscillation",
     "paging",
+    "recurring_errors",
     "repeats",
     "result_fingerprint",
     "same_errors",

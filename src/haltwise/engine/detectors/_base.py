@@ -65,16 +65,21 @@ def _first_note(at: tuple[object, object] | None, actions: frozenset[int]) -> bo
 class Recent:
     """The last ``size`` results, by reference: what counts as *already seen*.
 
-    A result carries new information when at least one of its lines is new text (not merely
-    new digits: a file viewer's line count, a counter; not merely the call's own arguments
-    repeated back: "No matches found for 'x'"), or when at least half of its lines changed. A
-    new action that succeeded quietly (no output, or one line) counts too: commands that
-    change state (``sed -i``, ``mkdir``, ``cd``, an edit tool) say little; an ``echo`` of its
-    own arguments does not. A line counts as seen when any of the last ``size`` results showed
-    it, in whatever order or window (up to 256 lines of each are remembered, so a window
-    shifted over lines already read is not news). Judging costs O(lines x size) set lookups,
-    with at most 96 lines compared per result; memory is ``size`` references, shared with
-    every other detector that looks at the same results.
+    Lines are compared once their volatile details are masked (a timing, a pid, an address, a
+    temp path is not news; a count of failures, a size, a line number, a version is). A result
+    carries new information when at least one of its lines is new text (not merely the call's
+    own arguments repeated back: "No matches found for 'x'"); when the same call ran within the
+    window but never gave this result (9 failures, then 7; a listing whose sizes grew; a
+    failing test gone from the list); or when at least half of its lines changed. Another call
+    that shows lines already read with only their numbers moved (a file viewer's window
+    shifted: "(149 more lines above)") is not news, nor the same edit made again (the file
+    grows by the same line each time). A new action that succeeded quietly (no output, or one
+    line) counts too: commands that change state (``sed -i``, ``mkdir``, ``cd``, an edit tool)
+    say little; an ``echo`` of its own arguments does not. A line counts as seen when any of
+    the last ``size`` results showed it, in whatever order or window (up to 256 lines of each
+    are remembered, so a window shifted over lines already read is not news). Judging costs
+    O(lines x size) set lookups, with at most 96 lines compared per result; memory is ``size``
+    references, shared with every other detector that looks at the same results.
     """
 
     __slots__ = ("_items", "_keys", "_signature", "size")
@@ -86,21 +91,32 @@ class Recent:
         #: What the window holds, in brief: detectors that saw the same results agree on it.
         self._signature = 0
 
-    def is_new(self, key: int, result: ResultInfo) -> bool:
+    def is_new(self, key: int, result: ResultInfo, edit: bool = False) -> bool:
         global _judged
         memo = _judged
         signature = (self._signature, len(self._items))
         if memo is not None and memo[0] is result and memo[1] == key and memo[2] == signature:
             return memo[3]
-        answer = self._judge(key, result)
+        answer = self._judge(key, result, edit)
         _judged = (result, key, signature, answer)
         return answer
 
-    def _judge(self, key: int, result: ResultInfo) -> bool:
+    def _judge(self, key: int, result: ResultInfo, edit: bool) -> bool:
         items = self._items
         if not items:
             return True
         lines = result.lines
+        # The same call gave a result it had not given within the window: 9 failures, then 7;
+        # a listing whose sizes grew; a failing test gone from the list. Volatile details
+        # (timings, pids, temp paths) were masked first, so what moved means something. Not for
+        # an edit made again: what moved there (the file grew by the same line) moved because
+        # of the edit itself.
+        if (
+            not edit
+            and key in self._keys
+            and all(info.lines != lines for old, info in items if old == key)
+        ):
+            return True
         if lines:
             exact = frozenset().union(*(info.exact for _, info in items))
             changed = 0
@@ -361,7 +377,7 @@ class ToolDetector(Detector):
             if action is None:
                 return None
             result = analyze_result(event, action)
-            new = state.recent.is_new(action.key, result)
+            new = state.recent.is_new(action.key, result, action.edit)
             state.recent.push(action.key, result)
             if new and state.level != CLEAR and self.news_clears:
                 self._progress(state)

@@ -3,10 +3,12 @@
 Two calls are *the same action* when the tool's name and its arguments, as canonical JSON, are
 equal once volatile fields are dropped (request ids, timestamps, nonces; uuids and timestamps
 inside string values are masked) and free-text thoughts are left out. Two results are *the same*
-when their normalized text is: ANSI codes, pids, hex ids, uuids, timestamps, timings, temp paths
-and the line numbers a shell prints with its errors are masked; the exit code and the error class
-are kept. A result too long to normalize in full keeps its head and tail, plus a digest of the
-whole output, so that two long outputs that differ only in their middle are still told apart.
+when their normalized text is: ANSI codes, pids, ports, hex ids and addresses, uuids and hashes,
+timestamps, timings and rates, temp paths, progress bars and rules drawn to fit the text, and the
+line numbers a shell prints with its errors are masked; every other number (a count of failures, a
+size, a line number, a version), the exit code and the error class are kept. A result too long to
+normalize in full keeps its head and tail, plus a digest of the whole output, so that two long
+outputs that differ only in their middle are still told apart.
 
 A result also yields a bounded set of line hashes (exact, and with digits masked) from which a
 detector judges whether it carried *new information* (see ``_base.Recent``).
@@ -17,6 +19,7 @@ the analysis of the last event is memoized (by identity) and computed once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -81,20 +84,73 @@ _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # One pass over the text for every mask (a regex per mask costs a scan each), with no named
-# groups and a character class or literal first in every branch, which lets the scan skip
-# ahead; ``_mask`` tells the kinds apart from the text matched.
-_VOLATILE = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
-    r"|\d{1,2}:\d\d:\d\d(?:[.,]\d+)?"
-    r"|0x[0-9a-fA-F]+"
-    r"|\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
-    r"|[0-9a-f]{7,}\b"
-    r"|(?:pid|PID|Pid|process|Process|thread|Thread)[ =:#]+\d+"
-    r"|sh: line \d+:"
-    r"|/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+"
-    r"|tmp[a-z0-9_]{6,}"
+# groups, no nested quantifier (so no backtracking blow-up: the scan is linear), and a character
+# class or literal first in every branch; ``_mask`` tells the kinds apart from the text matched.
+# Every number that no branch claims is kept: counts of failures, sizes, line numbers and
+# versions are news. The branches that start with a digit or a hex letter are always scanned;
+# each of the others only when a cheap substring test finds its start in the text, since every
+# branch tried costs the scan time at every position.
+_CORE: Final = (
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?",
+    r"\d{1,2}:\d\d:\d\d(?:[.,]\d+)?",
+    r"0x[0-9a-fA-F]+",
+    r"\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
+    r"[0-9a-f]{7,}\b",
 )
+#: (what the text must contain for the branch to be tried, the branch)
+_EXTRAS: Final = (
+    (
+        ("pid", "PID", "Pid", "rocess", "hread", "ort", "ORT"),
+        r"(?:pid|PID|Pid|process|Process|thread|Thread|port|Port|PORT)[ =:#]+\d+",
+    ),
+    (
+        ("localhost", "127.0.0.1", "0.0.0.0", "[::"),
+        r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+",
+    ),
+    (("sh: line",), r"sh: line \d+:"),
+    (("<",), r"\d+:\d\d<\d+:\d\d"),
+    (("/s",), r"\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),
+    (tuple(f"{digit}m" for digit in range(10)), r"\d+m\d+(?:\.\d+)?s\b"),
+    (
+        ("/tmp/", "/var/"),
+        r"/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+",
+    ),
+    (("tmp",), r"tmp[a-z0-9_]{6,}"),
+    (("===", "---", "___", "~~~", "***", "###"), r"[=_~*#-]{3,}"),
+)
+#: The glyphs of rules and progress bars: a run of them is drawn to fit the text around it
+#: (``==== 3 failed in 0.52s ====`` is wider than ``==== 3 failed in 1.2s ====``).
+_RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓-")
+#: The same, for text that is not ASCII (box drawing and block elements).
+_WIDE_RULES: Final = r"[━─═█▉▊▋▌▍▎▏░▒▓]{3,}"
+
+
+@functools.lru_cache(maxsize=256)
+def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
+    branches = [*_CORE, *(_EXTRAS[index][1] for index in extras)]
+    if wide:
+        branches.append(_WIDE_RULES)
+    return re.compile("|".join(branches))
+
+
+#: Below this length the scan is cheaper than the substring tests: every branch is tried.
+_SHORT: Final = 256
+_EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """The volatile-span pattern with the branches ``text`` may need."""
+    if len(text) < _SHORT:
+        return _EVERY_BRANCH
+    extras = tuple(
+        index
+        for index, (needles, _) in enumerate(_EXTRAS)
+        if any(needle in text for needle in needles)
+    )
+    return _volatile(extras, not text.isascii())
+
+
 _NUMBER = re.compile(r"\d+")
 _NO_DIGITS = str.maketrans("", "", "0123456789")
 
@@ -103,16 +159,22 @@ def _mask(match: re.Match[str]) -> str:
     text = match.group()
     start = match.start()
     first = text[0]
+    if first in _RULE_GLYPHS:
+        return first * 3
     glued = start > 0 and (match.string[start - 1].isalnum() or match.string[start - 1] == "_")
     if first == "/":
         return "<tmp>"
     if text.startswith("sh: line"):
         return "sh: line <n>:"
     if first in "pPtT":
-        # pid 42, process=42, thread #42; or a temp name, tmpab12cd3x.
-        if text.startswith("tmp"):
-            return text if glued else "<tmp>"
-        return _NUMBER.sub("<n>", text)
+        # pid 42, process=42, thread #42, port 8080; or a temp name, tmpab12cd3x.
+        if glued:
+            return text  # part of a word: "import 3", "Report 5" say nothing of a process
+        return "<tmp>" if text.startswith("tmp") else _NUMBER.sub("<n>", text)
+    if ":" in text:
+        host = text.rpartition(":")[0]
+        if host in _LOCAL_HOSTS:
+            return f"{host}:<port>"
     if glued:
         return text
     if len(text) == 36 and text[8] == "-":
@@ -121,6 +183,8 @@ def _mask(match: re.Match[str]) -> str:
         return "<hex>"
     if ":" in text or (len(text) >= 10 and text[4] == "-"):
         return "<time>"
+    if text.endswith("/s"):
+        return "<rate>"
     if text[-1].isalpha() and not any(c in "abcdefABCDEF" for c in text[:-1].rstrip("msecondhru ")):
         return "<duration>"
     # A bare hex id: at least one digit and one letter (a plain number is not an id).
@@ -129,19 +193,24 @@ def _mask(match: re.Match[str]) -> str:
     return text
 
 
+_LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"})
+
+
 def _mask_text(text: str) -> str:
     """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
     if "tmp" in text or "/var/folders" in text:
-        return _VOLATILE.sub(_mask, text)
+        return _pattern(text).sub(_mask, text)
     lines = text.split("\n")
     marked = [
         index for index, line in enumerate(lines) if len(line.translate(_NO_DIGITS)) != len(line)
     ]
     if not marked:
         return text
-    masked = _VOLATILE.sub(_mask, "\n".join(lines[index] for index in marked)).split("\n")
+    chosen = "\n".join(lines[index] for index in marked)
+    pattern = _pattern(chosen)
+    masked = pattern.sub(_mask, chosen).split("\n")
     if len(masked) != len(marked):  # pragma: no cover - no mask spans a line break
-        return _VOLATILE.sub(_mask, text)
+        return pattern.sub(_mask, text)
     for index, line in zip(marked, masked, strict=True):
         lines[index] = line
     return "\n".join(lines)
@@ -156,7 +225,6 @@ _ARGUMENT_VOLATILE = re.compile(
 
 #: A leading line number as file viewers print it (``12:``, ``  12 |``, ``12\t``).
 _LINE_NUMBER = re.compile(r"^[ \t]*\d+(?::|[ \t]*[|│]|\t)", re.MULTILINE)
-_DIGITS = re.compile(r"\d+")
 
 # --------------------------------------------------------------------------------------------
 # Error classes: the kind of failure, which stays the same while its details vary.
@@ -317,9 +385,16 @@ def result_fingerprint(
 class ActionInfo:
     """One tool call as detectors see it."""
 
-    __slots__ = ("echoes", "key", "name", "preview")
+    __slots__ = ("echoes", "edit", "key", "name", "preview")
 
-    def __init__(self, key: int, name: str, preview: str, echoes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        key: int,
+        name: str,
+        preview: str,
+        echoes: tuple[str, ...] = (),
+        edit: bool = False,
+    ) -> None:
         #: A hash of the canonical action (name and canonical arguments).
         self.key = key
         self.name = name
@@ -327,6 +402,8 @@ class ActionInfo:
         self.preview = preview
         #: The argument strings a result may merely repeat back ("No matches for 'x'").
         self.echoes = echoes
+        #: Whether the call writes files (see ``is_edit``).
+        self.edit = edit
 
 
 class ResultInfo:
@@ -421,6 +498,9 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
     return list(dict.fromkeys(masked.split("\n"))), middle, truncated
 
 
+_DIGITS = re.compile(r"\d+")
+
+
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
     masked = _DIGITS.sub("#", "\n".join(lines)).split("\n")
     return tuple((hash(line), hash(other)) for line, other in zip(lines, masked, strict=True))
@@ -452,12 +532,59 @@ def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
     return tuple(sorted((echo for echo in found if len(echo) >= 3), key=len, reverse=True))
 
 
+#: Tools that write files, by name (compared in lower case).
+EDIT_TOOLS: Final = frozenset(
+    {
+        "edit",
+        "edit_file",
+        "write",
+        "write_file",
+        "create",
+        "create_file",
+        "insert",
+        "append",
+        "str_replace",
+        "apply_patch",
+        "patch",
+        "replace_in_file",
+    }
+)
+#: The sub-commands of an editor tool that write (``str_replace_editor``'s ``view`` reads).
+_EDIT_COMMANDS: Final = frozenset({"str_replace", "insert", "create", "undo_edit", "write"})
+#: What a shell command line that writes files contains.
+_EDIT_SHELL: Final = ("sed -i", "cat >", "cat <<", "tee ", "patch ", "git apply", "perl -pi")
+
+
+def is_edit(name: str, arguments: Mapping[str, Any] | str) -> bool:
+    """Whether a call writes files: an editing tool (by its name, or the first word of its
+    command line: SWE-agent's ``edit 12:14``), an editor's writing sub-command, or a shell line
+    that rewrites a file in place or redirects a here-document into one."""
+    if name.lower() in EDIT_TOOLS:
+        return True
+    if isinstance(arguments, str):
+        line = arguments
+    else:
+        command = arguments.get("command")
+        if not isinstance(command, str):
+            return False
+        if command in _EDIT_COMMANDS:
+            return True
+        line = command
+    head = line[:512].lstrip()
+    first = head.split(None, 1)[0].lower() if head else ""
+    return first in EDIT_TOOLS or any(needle in head for needle in _EDIT_SHELL)
+
+
 def _analyze_call(
     name: str, arguments: Mapping[str, Any] | str, ignored: frozenset[str]
 ) -> ActionInfo:
     canonical = canonical_arguments(arguments, ignored)
     return ActionInfo(
-        hash((name, canonical)), name, _action_preview(name, arguments), _echoes(arguments)
+        hash((name, canonical)),
+        name,
+        _action_preview(name, arguments),
+        _echoes(arguments),
+        is_edit(name, arguments),
     )
 
 

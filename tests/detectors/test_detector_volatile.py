@@ -1,0 +1,247 @@
+"""What normalization masks and what it keeps, on outputs as real tools print them.
+
+Timings, pids, addresses, ports, temp paths, ids and progress bars are masked: two runs of the
+same command that differ only there are the same result. Every other number is kept: counts of
+failures, sizes, line numbers and versions are news, and progress on the same command (9
+failures, then 7, then 5; a listing whose sizes grew) is never refused.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from detector_driver import Driver
+from hypothesis import given
+from hypothesis import strategies as st
+
+from haltwise import Block, Stop
+from haltwise.engine.decisions import Warn
+from haltwise.engine.detectors import normalize_output, result_fingerprint, stuck
+
+
+def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
+    names = "".join(
+        f"FAILED tests/test_parse.py::test_case_{index} - AssertionError\n"
+        for index in range(failed)
+    )
+    summary = f" {failed} failed, {10 - failed} passed in {seconds} "
+    rule = "=" * ((78 - len(summary)) // 2)
+    return (
+        "============================= test session starts ==============================\n"
+        "platform linux -- Python 3.11.7, pytest-8.1.1, pluggy-1.4.0\n"
+        f"rootdir: /tmp/{tmp}/repo\n"
+        "collected 10 items\n\n"
+        f"tests/test_parse.py {'F' * failed}{'.' * (10 - failed)}  [100%]\n\n"
+        "=========================== short test summary info ============================\n"
+        f"{names}{rule}{summary}{rule}"
+    )
+
+
+def unittest_run(failures: int, seconds: str) -> str:
+    return (
+        "F" * failures
+        + "."
+        + "\n----------------------------------------------------------------------\n"
+        + f"Ran 12 tests in {seconds}\n\nFAILED (failures={failures})"
+    )
+
+
+def cargo_run(failed: int, seconds: str) -> str:
+    return (
+        "   Compiling parser v0.3.1 (/home/ci/parser)\n"
+        f"    Finished test [unoptimized + debuginfo] target(s) in {seconds}\n"
+        "     Running unittests src/lib.rs (target/debug/deps/parser-3f9a2c1b7d0e4a55)\n\n"
+        f"test result: FAILED. {14 - failed} passed; {failed} failed; 0 ignored; 0 measured; "
+        f"0 filtered out; finished in {seconds}"
+    )
+
+
+def go_run(failed: int, seconds: str) -> str:
+    lines = "".join(f"--- FAIL: TestParse{index} ({seconds})\n" for index in range(failed))
+    return f"{lines}FAIL\nFAIL\texample.com/parser\t{seconds}\nFAIL"
+
+
+def npm_run(failed: int, seconds: str) -> str:
+    return (
+        "> parser@1.4.2 test\n> jest\n\n"
+        f"Tests:       {failed} failed, {20 - failed} passed, 20 total\n"
+        f"Time:        {seconds}\nRan all test suites."
+    )
+
+
+def mvn_run(failures: int, seconds: str) -> str:
+    return (
+        f"[ERROR] Tests run: 31, Failures: {failures}, Errors: 0, Skipped: 0, "
+        f"Time elapsed: {seconds} - in com.example.ParserTest\n"
+        f"[INFO] Total time:  {seconds}\n"
+        "[INFO] Finished at: 2026-11-23T05:41:07Z\n[INFO] BUILD FAILURE"
+    )
+
+
+def ls_long(size: int, clock: str = "05:41") -> str:
+    return (
+        "total 24\n"
+        f"-rw-r--r-- 1 ci ci {size:>6} Nov 23 {clock} out.log\n"
+        "-rw-r--r-- 1 ci ci    220 Nov 23 05:12 setup.cfg"
+    )
+
+
+def git_status(modified: int) -> str:
+    files = "".join(f"\tmodified:   src/mod_{index}.py\n" for index in range(modified))
+    return f"On branch main\nChanges not staged for commit:\n{files}"
+
+
+def traceback_at(line: int, address: str = "0x7f3a9c2d10") -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/repo/src/parser.py", line {line}, in parse\n'
+        "    return table[key]\n"
+        f"KeyError: <Token object at {address}>"
+    )
+
+
+#: (one run, a rerun that moved only what is volatile, a run whose meaning changed)
+OUTPUTS = {
+    "pytest": (
+        pytest_run(9, "0.52s"),
+        pytest_run(9, "13.07s", "pytest-of-ci/pytest-4"),
+        pytest_run(7, "0.52s"),
+    ),
+    "unittest": (unittest_run(3, "0.004s"), unittest_run(3, "1.250s"), unittest_run(2, "0.004s")),
+    "cargo": (cargo_run(3, "0.00s"), cargo_run(3, "2.41s"), cargo_run(2, "0.00s")),
+    "go test": (go_run(3, "0.012s"), go_run(3, "1.5s"), go_run(2, "0.012s")),
+    "npm test": (npm_run(5, "1.234 s"), npm_run(5, "3.9 s"), npm_run(4, "1.234 s")),
+    "mvn": (mvn_run(2, "0.034 s"), mvn_run(2, "12.5 s"), mvn_run(1, "0.034 s")),
+    "ls -l": (ls_long(1024), ls_long(1024), ls_long(4096)),
+    "git status": (git_status(2), git_status(2), git_status(3)),
+    "traceback": (traceback_at(42), traceback_at(42, "0x55d1e0a9f8"), traceback_at(57)),
+    "server": (
+        "Serving on http://localhost:8731 (pid 4242)",
+        "Serving on http://localhost:51102 (pid 77)",
+        "Serving on http://localhost:8731 (pid 4242), 2 workers",
+    ),
+    "download": (
+        "\r 10%|█         | 10/100 [00:01<00:09, 9.8it/s]\r100%|██████████| 100/100 "
+        "[00:10<00:00, 9.9it/s]\nsaved model.bin (420 MB)",
+        "100%|██████████| 100/100 [00:07<00:00, 14.2it/s]\nsaved model.bin (420 MB)",
+        "100%|██████████| 100/100 [00:07<00:00, 14.2it/s]\nsaved model.bin (512 MB)",
+    ),
+    "time": (
+        "real\t0m0.003s\nok 3 checks",
+        "real\t0m1.250s\nok 3 checks",
+        "real\t0m0.003s\nok 4 checks",
+    ),
+}
+
+
+@pytest.mark.parametrize("tool", list(OUTPUTS))
+def test_a_rerun_that_moved_only_volatile_details_is_the_same_result(tool: str) -> None:
+    first, rerun, _ = OUTPUTS[tool]
+    assert normalize_output(first) == normalize_output(rerun)
+    assert result_fingerprint(first) == result_fingerprint(rerun)
+
+
+@pytest.mark.parametrize("tool", list(OUTPUTS))
+def test_a_number_that_means_something_is_kept(tool: str) -> None:
+    first, _, changed = OUTPUTS[tool]
+    assert result_fingerprint(first) != result_fingerprint(changed)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Report 5 failures", "Report 3 failures"),
+        ("import 12 modules", "import 13 modules"),
+        ("support: 2 platforms", "support: 4 platforms"),
+    ],
+)
+def test_a_mask_word_inside_another_word_masks_nothing(first: str, second: str) -> None:
+    assert result_fingerprint(first) != result_fingerprint(second)
+
+
+def _alarms(steps: list[tuple[str, str]]) -> list[object]:
+    driver = Driver(stuck())
+    decisions = [driver.step("bash", {"command": command}, output) for command, output in steps]
+    return [decision for decision in decisions if isinstance(decision, Warn | Block | Stop)]
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        [pytest_run(failed, "0.5s") for failed in (9, 7, 5, 3, 1)],
+        [mvn_run(failures, "1.2 s") for failures in (6, 5, 4, 3, 2)],
+        [ls_long(size) for size in (1024, 2048, 4096, 8192, 16384, 32768)],
+        [go_run(failed, "0.1s") for failed in (5, 4, 3, 2, 1)],
+    ],
+    ids=["pytest 9→7→5→3→1", "mvn", "ls -l growing", "go test"],
+)
+def test_progress_on_the_same_command_is_never_refused(runs: list[str]) -> None:
+    assert _alarms([("make check", output) for output in runs]) == []
+
+
+def test_identical_reruns_that_differ_in_timings_pids_and_paths_are_still_a_loop() -> None:
+    reruns = [
+        ("make check", pytest_run(9, f"0.{index}2s", f"pytest-of-ci/pytest-{index}"))
+        for index in range(6)
+    ]
+    alarms = _alarms(reruns)
+    assert alarms
+    assert isinstance(alarms[-1], Block | Stop)
+
+
+def test_the_same_edit_made_again_is_not_progress_though_the_file_grew() -> None:
+    # SWE-agent applying one edit over and over: the line count moves by the edit itself.
+    driver = Driver(stuck())
+    decisions = []
+    for size in range(40, 46):
+        view = f"[File: /repo/Caller.java ({size} lines total)]\n" + "\n".join(
+            f"{line}: handle(response, {line % 3});" for line in range(30, 40)
+        )
+        decisions.append(driver.step("edit", {"command": "edit 38:38\nhandle(response);"}, view))
+    assert isinstance(decisions[-1], Block | Stop)
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(list("abcxyz 0123456789.:-_/=#\n\tmsµ<>[]()%|█")), max_size=200
+)
+
+
+@given(_TEXT)
+def test_masking_is_idempotent(text: str) -> None:
+    once = normalize_output(text)
+    assert normalize_output(once) == once
+
+
+@given(
+    st.integers(min_value=0, max_value=10**6),
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from(
+        ["{} failed", "Failures: {}", "size {} bytes", "line {}", "v1.{}.0", "{} total"]
+    ),
+)
+def test_changing_a_kept_number_changes_the_result(first: int, second: int, shape: str) -> None:
+    same = first == second
+    assert (
+        result_fingerprint(shape.format(first)) == result_fingerprint(shape.format(second))
+    ) == same
+
+
+@given(
+    st.floats(min_value=0, max_value=9999, allow_nan=False).map(lambda value: f"{value:.3f}"),
+    st.integers(min_value=1, max_value=99999),
+    st.integers(min_value=1, max_value=65535),
+)
+def test_changing_a_volatile_span_does_not(seconds: str, pid: int, port: int) -> None:
+    text = f"server up on localhost:{port} (pid {pid}) in {seconds}s\n3 routes"
+    assert result_fingerprint(text) == result_fingerprint(
+        "server up on localhost:80 (pid 1) in 0s\n3 routes"
+    )
+
+
+def test_masking_is_linear_on_hostile_input() -> None:
+    # Long runs of what almost matches (digits, hex, rule glyphs): no backtracking blow-up.
+    for unit in ("1" * 50_000, "a1" * 25_000, "=-" * 25_000, "1." * 25_000, "0x" * 25_000):
+        started = time.perf_counter()
+        normalize_output(unit)
+        assert time.perf_counter() - started < 0.5
