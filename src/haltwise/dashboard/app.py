@@ -221,9 +221,8 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
             amount = None
 
         def work() -> dict[str, Any]:
+            # The timeline shows the answer when the ledger does, wherever it came from.
             answered = ledger.answer(run_id, choice, amount)
-            told = choice.replace("_", " ") + ("" if amount is None else f" {amount}")
-            dashboard.note(run_id, "answered", f"{told} (from the dashboard)")
             return {"run_id": run_id, "answer": answered.answer, "amount": answered.amount}
 
         return await act(work)
