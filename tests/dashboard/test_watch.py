@@ -77,6 +77,7 @@ def test_what_a_stop_saved_is_what_its_limits_still_allowed() -> None:
         {"limit": "max_turns(10)", "reason": "turn_limit", "used": 4, "cap": 10},
         {"limit": "max_cost('5')", "reason": "cost_limit", "used": "1.25", "cap": "5"},
         {"limit": "max_time(60)", "reason": "time_limit", "used": 12.0, "cap": 60.0},
+        {"limit": "max_cost('9', key='team')", "reason": "cost_limit", "used": "1", "cap": "9"},
     ]
     ledger.heartbeat("r1", {"turns": 4, "activity": {"limits": limits}}, "running")
     ledger.finish("r1", {"status": "cancelled", "reason": "killed", "usage": {"turns": 4}})

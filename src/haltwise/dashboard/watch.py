@@ -282,14 +282,15 @@ def _dollars(value: Any) -> float | None:
 
 
 def _saved(outcome: dict[str, Any], activity: dict[str, Any]) -> list[str]:
-    """What stopping a run kept from being spent: what each of its limits still allowed when
-    it ended. Nothing for a run that completed on its own."""
+    """What stopping a run kept from being spent: what each of its own limits still allowed
+    when it ended (a shared budget's rest belongs to every run of its key, and shows in the
+    budgets). Nothing for a run that completed on its own."""
     if outcome.get("status") in ("completed", "completed_with_warnings"):
         return []
     saved = []
     for standing in activity.get("limits", ()):
         reason, used, cap = standing.get("reason"), standing.get("used"), standing.get("cap")
-        if cap is None or used is None:
+        if cap is None or used is None or "key=" in str(standing.get("limit", "")):
             continue
         try:
             left = Decimal(str(cap)) - Decimal(str(used))
