@@ -29,8 +29,10 @@ def _unavailable(why: str) -> None:
     pytest.skip(why)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module: Playwright's synchronous API keeps an event loop running
+    on this thread while it is open, which other tests' ``asyncio.run`` would trip over."""
     chromium = shutil.which("chromium")
     if chromium is None:
         _unavailable("chromium is not installed: `apt-get install chromium` to run these")

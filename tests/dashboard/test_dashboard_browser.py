@@ -9,11 +9,14 @@ nothing. A screenshot of the page is kept in the test's temporary folder.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from haltwise.engine.ledger import Budget
 from haltwise.ledgers.sqlite import SqliteLedger
@@ -144,3 +147,26 @@ def test_extend_and_stop_runs_from_the_browser(tmp_path: Path, browser: Any) -> 
             page.close()
             dashboard.stop()
     assert errors == []
+
+
+def test_an_unreachable_ledger_is_said_plainly_on_the_page(tmp_path: Path, browser: Any) -> None:
+    pytest.importorskip("redis", reason="the Redis ledger's extra is not installed")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dashboard = DashboardProcess(f"redis://127.0.0.1:{port}/0", clean_env(tmp_path))
+    page = browser.new_page()
+    try:
+        page.goto(dashboard.url)
+        banner = page.locator("#banner")
+        banner.get_by_text("is unreachable").wait_for(timeout=10_000)
+        assert f"redis://127.0.0.1:{port}/0" in banner.inner_text()
+        assert "refused" in banner.inner_text().lower()
+        assert page.locator("#connection").inner_text() == "ledger unreachable"
+        stranger = browser.new_page()  # a new browser context: no token kept
+        stranger.goto(dashboard.base + "/")
+        stranger.locator("#banner").get_by_text("needs its token").wait_for(timeout=10_000)
+        stranger.close()
+    finally:
+        page.close()
+        dashboard.stop()

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((args.host.strip("[]"), args.port))
+        listener.listen(128)  # connections wait from the moment the URL is printed
     except OSError as error:
         listener.close()
         raise ConfigurationError(

@@ -32,6 +32,9 @@ __all__ = ["MAX_LIVE", "Watcher"]
 MAX_LIVE = 10_000
 #: Finished runs shown, most recent first.
 RECENT = 50
+#: Finished runs are read again as soon as a live run is gone (it ended), and else every this
+#: many seconds (for runs that ended between two reads): most reads skip them.
+RECENT_EVERY = 2.0
 #: Timeline entries and spend points kept per run.
 HISTORY = 500
 #: Runs whose history is kept; those no longer live or recent go first.
@@ -89,6 +92,9 @@ class Watcher:
         self.version = 0
         self._shown = ""
         self._histories: dict[str, History] = {}
+        self._live_ids: set[str] = set()
+        self._finished: list[RunInfo] = []
+        self._finished_read = float("-inf")
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -97,13 +103,20 @@ class Watcher:
         now = self.clock()
         try:
             live = self.ledger.runs(live=True, limit=MAX_LIVE)
-            latest = self.ledger.runs(live=False, limit=len(live) + RECENT)
+            live_ids = {info.run_id for info in live}
+            finished = self._finished
+            if self._live_ids - live_ids or now - self._finished_read >= RECENT_EVERY:
+                # The RECENT latest finished runs are among the live ones and RECENT more.
+                latest = self.ledger.runs(live=False, limit=len(live) + RECENT)
+                finished = [info for info in latest if not info.live][:RECENT]
             pending = self.ledger.pending()
             budgets = self.ledger.budgets()
         except LedgerError as error:
             state = {**self.state, "ok": False, "error": str(error)}
         else:
-            finished = [info for info in latest if not info.live][:RECENT]
+            if finished is not self._finished:
+                self._finished, self._finished_read = finished, now
+            self._live_ids = live_ids
             for info in (*live, *finished):
                 self._observe(info, now)
             self._observe_answers(pending)
