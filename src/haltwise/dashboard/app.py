@@ -24,7 +24,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine.errors import LedgerError
 from ..engine.ledger import Ledger
@@ -60,12 +61,6 @@ _HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"cache-control", b"no-store"),
 ]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Dashboard:
@@ -104,7 +99,7 @@ class Dashboard:
                 async with self._changed:
                     self.payload = payload
                     self._changed.notify_all()
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):  # TimeoutError from 3.11
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             self._wake.clear()
 
