@@ -95,7 +95,7 @@ function turns(run) {
 }
 
 function statusOf(run) {
-  if (run.stale) return ["stale", `stale: no heartbeat for ${duration(now() - run.heartbeat)}`];
+  if (run.stale) return ["stale", `stale ${duration(now() - run.heartbeat)}`];
   return [run.status, run.status];
 }
 
@@ -189,6 +189,7 @@ function updateLiveRow(row, run) {
   const badge = cells[1].firstChild;
   badge.className = `badge ${kind}`;
   setText(badge, label);
+  badge.title = run.stale ? "no heartbeat for that long: its process may be gone" : "";
   setText(cells[2], turns(run));
   setText(cells[3], count(run.tokens));
   setText(cells[4], dollars(run.cost));
@@ -264,14 +265,15 @@ function keyButtons(live) {
 
 function renderFleet(snapshot) {
   const pending = snapshot.pending;
+  const stale = new Set(snapshot.live.filter((run) => run.stale).map((run) => run.run_id));
   document.getElementById("approvals-section").hidden = pending.length === 0;
   sync(document.getElementById("approvals"), pending, (p) => `${p.run_id}@${p.asked}`, approvalCard,
-    (card, p) => setText(card.querySelector(".when"), `asked ${ago(p.asked)}`));
+    (card, p) => setText(card.querySelector(".when"),
+      `asked ${ago(p.asked)}${stale.has(p.run_id) ? " · its run is stale: it may not hear" : ""}`));
 
   const live = snapshot.live;
   const waiting = live.filter((run) => run.status === "waiting").length;
-  const stale = live.filter((run) => run.stale).length;
-  setText(document.getElementById("live-count"), `${count(live.length)}${waiting ? ` · ${waiting} waiting` : ""}${stale ? ` · ${stale} stale` : ""}`);
+  setText(document.getElementById("live-count"), `${count(live.length)}${waiting ? ` · ${waiting} waiting` : ""}${stale.size ? ` · ${stale.size} stale` : ""}`);
   sync(document.querySelector("#live tbody"), live, (run) => run.run_id, liveRow, updateLiveRow);
   document.getElementById("live-empty").hidden = live.length > 0;
   const heading = document.querySelector("#live-count").parentNode;
