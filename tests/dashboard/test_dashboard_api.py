@@ -41,7 +41,14 @@ def ledger() -> MemoryLedger:
 @pytest.fixture
 def client(ledger: MemoryLedger) -> Iterator[TestClient]:
     with TestClient(create_app(ledger, token=TOKEN, interval=0.05)) as made:
-        wait_for(lambda: made.get("/api/state", headers={TOKEN_HEADER: TOKEN}).json().get("ok"))
+        wait_for(
+            lambda: (
+                made.get("/api/state", headers={TOKEN_HEADER: TOKEN})
+                .json()
+                .get("state", {})
+                .get("ok")
+            )
+        )
         yield made
 
 
@@ -158,10 +165,15 @@ def test_an_unreachable_ledger_is_said_plainly() -> None:
     ledger.register(RunInfo("r1"))
     with TestClient(create_app(ledger, token=TOKEN, interval=0.05)) as client:
         headers = {TOKEN_HEADER: TOKEN}
-        wait_for(lambda: client.get("/api/state", headers=headers).json().get("ok"))
+        wait_for(
+            lambda: client.get("/api/state", headers=headers).json().get("state", {}).get("ok")
+        )
         ledger.down = True
         state = wait_for(
-            lambda: (s := client.get("/api/state", headers=headers).json())["ok"] is False and s
+            lambda: (
+                (s := client.get("/api/state", headers=headers).json()["state"])["ok"] is False
+                and s
+            )
         )
         assert "connection refused" in state["error"]
         assert [run["run_id"] for run in state["live"]] == ["r1"]  # what it said last
@@ -169,7 +181,9 @@ def test_an_unreachable_ledger_is_said_plainly() -> None:
         assert stopped.status_code == 409
         assert "connection refused" in stopped.json()["error"]
         ledger.down = False
-        assert wait_for(lambda: client.get("/api/state", headers=headers).json()["ok"])
+        assert wait_for(
+            lambda: client.get("/api/state", headers=headers).json().get("state", {}).get("ok")
+        )
 
 
 class Flaky(MemoryLedger):

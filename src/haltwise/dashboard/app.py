@@ -85,9 +85,12 @@ class Dashboard:
     def _poll(self) -> str | None:
         """Read the ledger; the new payload if the snapshot changed."""
         with self._lock:
-            if not self.watcher.poll() and self.payload:
+            watcher = self.watcher
+            if not watcher.poll() and self.payload:
                 return None
-            return json.dumps({**self.watcher.state, "now": time.time()}, default=str)
+            # The snapshot is already JSON: it is wrapped, not encoded again.
+            now, read_at = json.dumps(time.time()), json.dumps(watcher.read_at)
+            return f'{{"now":{now},"read_at":{read_at},"state":{watcher.shown}}}'
 
     async def polling(self) -> None:
         """Read the ledger until cancelled, telling the pages each time it changed."""
@@ -171,7 +174,9 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     async def state(request: Request) -> Response:
         if not dashboard.authorized(request):
             return _refused()
-        return Response(dashboard.payload or "{}", media_type="application/json")
+        if not dashboard.payload:
+            return _problem("the ledger has not been read yet: try again in a moment", 503)
+        return Response(dashboard.payload, media_type="application/json")
 
     async def events(request: Request) -> Response:
         if not dashboard.authorized(request, query=True):

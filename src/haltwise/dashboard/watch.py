@@ -77,21 +77,24 @@ class Watcher:
     def __init__(self, ledger: Ledger, *, clock: Callable[[], float] = time.time) -> None:
         self.ledger = ledger
         self.clock = clock
-        #: The snapshot pages are sent (JSON-compatible).
+        #: The snapshot pages are sent (JSON-compatible), and the same as JSON text.
         self.state: dict[str, Any] = {
             "ledger": repr(ledger),
             "ok": False,
             "error": "not read yet",
-            "read_at": None,
             "live": [],
             "recent": [],
             "pending": [],
             "budgets": [],
         }
-        #: Goes up by one each time the snapshot changes.
-        self.version = 0
-        self._shown = ""
+        self.shown = json.dumps(self.state)
+        #: When the ledger last answered (epoch seconds); not part of the snapshot, which
+        #: changes only when what the page shows does.
+        self.read_at: float | None = None
         self._histories: dict[str, History] = {}
+        #: Each run's view, and what it was made from: most runs' are the same from one read
+        #: to the next.
+        self._views: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self._live_ids: set[str] = set()
         self._finished: list[RunInfo] = []
         self._finished_read = float("-inf")
@@ -121,23 +124,23 @@ class Watcher:
                 self._observe(info, now)
             self._observe_answers(pending)
             self._forget(live, finished)
+            views = self._views
+            self._views = {}
             state = {
                 "ledger": repr(self.ledger),
                 "ok": True,
                 "error": None,
-                "read_at": now,
-                "live": sorted((self._run_view(info, now) for info in live), key=_live_order),
-                "recent": [self._run_view(info, now) for info in finished],
+                "live": sorted((self._view(info, now, views) for info in live), key=_live_order),
+                "recent": [self._view(info, now, views) for info in finished],
                 "pending": [_pending_view(p) for p in pending if p.answer is None],
                 "budgets": [_budget_view(state) for state in budgets],
             }
-        # The time of the read is not news: only what the page shows is compared.
-        shown = json.dumps({**state, "read_at": None}, sort_keys=True, default=str)
+            self.read_at = now
+        shown = json.dumps(state, default=str)
         self.state = state
-        if shown == self._shown:
+        if shown == self.shown:
             return False
-        self._shown = shown
-        self.version += 1
+        self.shown = shown
         return True
 
     def note(self, run_id: str, kind: str, label: str) -> None:
@@ -239,12 +242,31 @@ class Watcher:
 
     # --- views -----------------------------------------------------------------------------
 
-    def _run_view(self, info: RunInfo, now: float) -> dict[str, Any]:
+    def _view(
+        self,
+        info: RunInfo,
+        now: float,
+        before: dict[str, tuple[tuple[Any, ...], dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """The run's view, made again only if what it shows may have changed."""
+        history = self._histories.get(info.run_id)
+        last = history.timeline[-1] if history and history.timeline else None
+        stale = info.live and now - info.heartbeat > STALE_SECONDS
+        made_from = (info.heartbeat, info.live, info.status, stale, last)
+        cached = before.get(info.run_id)
+        view = cached[1] if cached and cached[0] == made_from else None
+        if view is None:
+            view = self._run_view(info, stale, last)
+        self._views[info.run_id] = (made_from, view)
+        return view
+
+    @staticmethod
+    def _run_view(
+        info: RunInfo, stale: bool, last: tuple[float, str, str, str] | None
+    ) -> dict[str, Any]:
         outcome = info.outcome
         counts = info.counts
         activity = counts.get("activity") or {}
-        history = self._histories.get(info.run_id)
-        last = history.timeline[-1] if history and history.timeline else None
         usage = (outcome or {}).get("usage") or counts
         return {
             "run_id": info.run_id,
@@ -256,7 +278,7 @@ class Watcher:
             "status": info.status,
             "started": info.started,
             "heartbeat": info.heartbeat,
-            "stale": info.live and now - info.heartbeat > STALE_SECONDS,
+            "stale": stale,
             "turns": int(usage.get("turns", 0)),
             "turn_limit": activity.get("turn_limit"),
             "tokens": _tokens(usage),

@@ -4,7 +4,7 @@
 "use strict";
 
 const TOKEN_KEY = "haltwise-dashboard-token";
-const state = { snapshot: null, offset: 0, token: "", detailBusy: false, detailAgain: false };
+const state = { snapshot: null, readAt: null, offset: 0, token: "", detailBusy: false, detailAgain: false };
 
 function takeToken() {
   const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
@@ -80,13 +80,15 @@ function clock(epoch) {
   return new Date(epoch * 1000).toLocaleTimeString([], { hour12: false });
 }
 
+const COUNTS = new Intl.NumberFormat();
+const CENTS = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const count = (n) => COUNTS.format(n);
+
 function dollars(cost) {
   if (cost === null || cost === undefined) return "?";
   const value = Number(cost);
-  return value < 1 ? `$${value.toFixed(4)}` : `$${value.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return value < 1 ? `$${value.toFixed(4)}` : `$${CENTS.format(value)}`;
 }
-
-const count = (n) => Number(n).toLocaleString();
 
 function turns(run) {
   return run.turn_limit === null || run.turn_limit === undefined
@@ -183,23 +185,38 @@ function liveRow(run) {
   return el("tr", {}, ...cells.map((cell, i) => el("td", { class: [3, 4, 5].includes(i) ? "num" : "" }, cell)));
 }
 
+// What a row shows that does not change with the clock: a row whose run says the same is
+// left alone (the clock's part is refreshed by tick, every second).
+function signature(run) {
+  const last = run.last_event;
+  return [run.heartbeat, run.status, run.stale, run.turns, run.turn_limit, run.tokens, run.cost,
+    last && last.at, last && last.kind, run.warnings.length].join("|");
+}
+
 function updateLiveRow(row, run) {
+  row.run = run;
+  const sig = signature(run);
+  if (row.sig === sig) return;
+  row.sig = sig;
   const cells = row.children;
-  const [kind, label] = statusOf(run);
   const badge = cells[1].firstChild;
-  badge.className = `badge ${kind}`;
-  setText(badge, label);
+  badge.className = `badge ${statusOf(run)[0]}`;
   badge.title = run.stale ? "no heartbeat for that long: its process may be gone" : "";
   setText(cells[2], turns(run));
   setText(cells[3], count(run.tokens));
   setText(cells[4], dollars(run.cost));
-  cells[5].dataset.started = run.started;
-  setText(cells[5], duration(now() - run.started));
-  setText(cells[6], lastEvent(run));
+  refreshTimes(row);
   setText(cells[7], run.warnings.length ? run.warnings[run.warnings.length - 1] : "");
   cells[7].className = run.warnings.length ? "signal" : "";
   setText(cells[8], run.host ? `${run.host}:${run.pid}` : "");
   cells[8].title = run.model ? `model ${run.model}; ${run.limits}` : run.limits;
+}
+
+function refreshTimes(row) {
+  const cells = row.children;
+  setText(cells[1].firstChild, statusOf(row.run)[1]);
+  setText(cells[5], duration(now() - row.run.started));
+  setText(cells[6], lastEvent(row.run));
 }
 
 function recentRow(run) {
@@ -423,7 +440,7 @@ function render() {
   } else {
     banner.hidden = false;
     banner.className = "banner error";
-    const since = snapshot.read_at ? ` Showing what it said at ${clock(snapshot.read_at)}.` : "";
+    const since = state.readAt ? ` Showing what it said at ${clock(state.readAt)}.` : "";
     setText(banner, `The ledger ${snapshot.ledger} is unreachable: ${snapshot.error}.${since} Trying again every moment.`);
     pill.className = "pill down";
     setText(pill, "ledger unreachable");
@@ -436,9 +453,7 @@ function render() {
 
 function tick() {
   if (!state.snapshot) return;
-  for (const cell of document.querySelectorAll("td[data-started]")) {
-    setText(cell, duration(now() - Number(cell.dataset.started)));
-  }
+  for (const row of document.querySelectorAll("#live tbody tr")) refreshTimes(row);
   for (const node of document.querySelectorAll(".resets")) {
     if (node.dataset.resets) setText(node, resets(Number(node.dataset.resets)));
   }
@@ -448,9 +463,10 @@ function connect() {
   const pill = document.getElementById("connection");
   const source = new EventSource(`/api/events?token=${encodeURIComponent(state.token)}`);
   source.addEventListener("state", (message) => {
-    const snapshot = JSON.parse(message.data);
-    state.offset = snapshot.now - Date.now() / 1000;
-    state.snapshot = snapshot;
+    const news = JSON.parse(message.data);
+    state.offset = news.now - Date.now() / 1000;
+    state.readAt = news.read_at;
+    state.snapshot = news.state;
     render();
   });
   source.addEventListener("error", () => {
