@@ -42,7 +42,8 @@ __all__ = ["APPROVAL_TIMEOUT", "HEARTBEAT_SECONDS", "LiveRun", "ledger_prompter"
 APPROVAL_TIMEOUT = 600.0
 #: How often a live run tells the ledger it is still going, by default (seconds).
 HEARTBEAT_SECONDS = 2.0
-#: How many of the latest events and warnings each heartbeat carries.
+#: At most this many events (the latest) go with one heartbeat; the numbers of any left out
+#: show the gap. And how many of the latest warnings every heartbeat repeats.
 ACTIVITY_EVENTS = 64
 ACTIVITY_WARNINGS = 8
 
@@ -121,7 +122,7 @@ class LiveRun:
                 # Until the ledger has taken it: a ledger that is down now is tried again.
                 self.ledger.register(self._info)
                 self._registered = True
-            return self.ledger.heartbeat(self.run_id, self.counts(), status, self.lease)
+            return self.ledger.heartbeat(self.run_id, self._counts(), status, self.lease)
         except LedgerError:
             return None
 
@@ -136,8 +137,9 @@ class LiveRun:
         if isinstance(decision, Warn):
             self._warnings.append((now, decision.limit, decision.message))
 
-    def counts(self) -> dict[str, Any]:
-        """What a heartbeat sends: the run's usage, and its ``activity``."""
+    def _counts(self) -> dict[str, Any]:
+        """What a heartbeat sends: the run's usage, and its ``activity`` (the events it carries
+        are taken: the next heartbeat carries the ones after)."""
         governor = self.governor
         counts = usage_to_dict(governor.usage)
         counts["activity"] = {
