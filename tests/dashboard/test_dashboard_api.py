@@ -210,6 +210,11 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def test_the_app_does_not_start_without_a_token() -> None:
+    with pytest.raises(ConfigurationError, match="needs a token"):
+        create_app(MemoryLedger(), token="")
+
+
 def test_loopback_by_default_with_a_fresh_token_each_start() -> None:
     assert parse().host == "127.0.0.1"
     first, second = command.choose_token("127.0.0.1", {}), command.choose_token("127.0.0.1", {})

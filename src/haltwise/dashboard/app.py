@@ -37,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine.errors import LedgerError
+from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import Ledger
 from .watch import Watcher
 
@@ -68,7 +68,9 @@ class Dashboard:
 
     def __init__(self, ledger: Ledger, *, token: str, interval: float = 0.25) -> None:
         if not token:
-            raise ValueError("the dashboard needs a token")
+            raise ConfigurationError(
+                "the dashboard needs a token: every read and action asks for it"
+            )
         self.ledger = ledger
         self.token = token
         self.interval = interval
