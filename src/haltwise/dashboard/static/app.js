@@ -4,7 +4,10 @@
 "use strict";
 
 const TOKEN_KEY = "haltwise-dashboard-token";
-const state = { snapshot: null, readAt: null, offset: 0, token: "", detailBusy: false, detailAgain: false };
+const state = { snapshot: null, readAt: null, offset: 0, token: "", detailBusy: false, detailAgain: false, allLive: false };
+// Live runs shown until asked for all: waiting and stale ones come first, so they are among
+// them; a page with thousands of rows would lay itself out slowly on every change.
+const LIVE_SHOWN = 200;
 
 function takeToken() {
   const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
@@ -291,8 +294,12 @@ function renderFleet(snapshot) {
   const live = snapshot.live;
   const waiting = live.filter((run) => run.status === "waiting").length;
   setText(document.getElementById("live-count"), `${count(live.length)}${waiting ? ` · ${waiting} waiting` : ""}${stale.size ? ` · ${stale.size} stale` : ""}`);
-  sync(document.querySelector("#live tbody"), live, (run) => run.run_id, liveRow, updateLiveRow);
+  const shown = state.allLive ? live : live.slice(0, LIVE_SHOWN);
+  sync(document.querySelector("#live tbody"), shown, (run) => run.run_id, liveRow, updateLiveRow);
   document.getElementById("live-empty").hidden = live.length > 0;
+  document.getElementById("live-more").hidden = live.length <= LIVE_SHOWN;
+  setText(document.getElementById("live-all"), state.allLive
+    ? `Show the first ${LIVE_SHOWN} only` : `Show all ${count(live.length)} (${count(LIVE_SHOWN)} shown)`);
   const heading = document.querySelector("#live-count").parentNode;
   if (!heading.nextElementSibling.matches("#stop-keys")) heading.after(keyButtons(live));
   else keyButtons(live);
@@ -459,16 +466,17 @@ function tick() {
   }
 }
 
+function receive(news) {
+  state.offset = news.now - Date.now() / 1000;
+  state.readAt = news.read_at;
+  state.snapshot = news.state;
+  render();
+}
+
 function connect() {
   const pill = document.getElementById("connection");
   const source = new EventSource(`/api/events?token=${encodeURIComponent(state.token)}`);
-  source.addEventListener("state", (message) => {
-    const news = JSON.parse(message.data);
-    state.offset = news.now - Date.now() / 1000;
-    state.readAt = news.read_at;
-    state.snapshot = news.state;
-    render();
-  });
+  source.addEventListener("state", (message) => receive(JSON.parse(message.data)));
   source.addEventListener("error", () => {
     pill.className = "pill down";
     setText(pill, "dashboard server unreachable");
@@ -489,6 +497,10 @@ async function start() {
     render();
   });
   window.addEventListener("popstate", render);
+  document.getElementById("live-all").addEventListener("click", () => {
+    state.allLive = !state.allLive;
+    render();
+  });
   document.getElementById("run-stop").addEventListener("click", (event) => stopRun(currentRun(), event.target));
   const check = await fetch("/api/state", { headers: { "X-Haltwise-Token": state.token } });
   if (check.status === 403) {
@@ -499,7 +511,8 @@ async function start() {
     setText(document.getElementById("connection"), "no token");
     return;
   }
-  render();
+  if (check.ok) receive(await check.json());  // the fleet at once; then each change
+  else render();
   connect();
   setInterval(tick, 1000);
 }
