@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
@@ -113,17 +114,29 @@ class Dashboard:
         if self._wake is not None:
             self._wake.set()
 
-    async def payloads(self) -> AsyncIterator[str]:
-        """The snapshot now (once there is one), then each time it changes."""
+    async def payloads(self, stop: anyio.Event) -> AsyncIterator[str]:
+        """The snapshot now (once there is one), then each time it changes, until ``stop``."""
         assert self._changed is not None, "the poller is not running"
         changed = self._changed
-        sent = ""
-        while True:
+
+        async def wake_when_stopped() -> None:
+            await stop.wait()
             async with changed:
-                while self.payload == sent:
-                    await changed.wait()
-                sent = self.payload
-            yield sent
+                changed.notify_all()
+
+        waking = asyncio.create_task(wake_when_stopped())
+        sent = ""
+        try:
+            while True:
+                async with changed:
+                    while self.payload == sent and not stop.is_set():
+                        await changed.wait()
+                    if stop.is_set():
+                        return
+                    sent = self.payload
+                yield sent
+        finally:
+            waking.cancel()
 
     # --- requests --------------------------------------------------------------------------
 
@@ -184,11 +197,16 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
         if not dashboard.authorized(request, query=True):
             return _refused()
 
+        # The server shutting down sets it: the stream ends cleanly, and the server can stop.
+        shutdown = anyio.Event()
+
         async def stream() -> AsyncIterator[dict[str, str]]:
-            async for payload in dashboard.payloads():
+            async for payload in dashboard.payloads(shutdown):
                 yield {"event": "state", "data": payload}
 
-        return EventSourceResponse(stream(), ping=10)
+        return EventSourceResponse(
+            stream(), ping=10, shutdown_event=shutdown, shutdown_grace_period=1.0
+        )
 
     async def run_detail(request: Request) -> Response:
         if not dashboard.authorized(request):
