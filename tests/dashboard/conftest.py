@@ -86,7 +86,8 @@ class DashboardProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        self.process.communicate()
+        #: What it wrote to stderr, once stopped.
+        self.stderr = self.process.communicate()[1]
         return self.process.returncode
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -250,13 +252,20 @@ def test_the_command_serves_on_loopback_and_prints_its_url(tmp_path: Path) -> No
     served = DashboardProcess(ledger, clean_env(tmp_path))
     try:
         assert served.base.startswith("http://127.0.0.1:")
-        import httpx
-
         assert httpx.get(served.base + "/api/state").status_code == 403
         state = httpx.get(served.base + "/api/state", headers={TOKEN_HEADER: served.token})
         assert state.status_code == 200
+        # Stopped with a page watching, it ends the page's stream and shuts down cleanly (then
+        # uvicorn raises the signal again, so the exit status says SIGTERM).
+        stream = f"{served.base}/api/events?token={served.token}"
+        with httpx.stream("GET", stream, timeout=30) as events:
+            lines = events.iter_lines()
+            assert next(lines) == "event: state"
+            assert served.stop() == -signal.SIGTERM
+            assert [line for line in lines if line.startswith("event:")] == []
     finally:
-        assert served.stop() in (0, -15)
+        served.stop()
+    assert "ERROR" not in served.stderr
 
 
 def test_a_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
