@@ -145,7 +145,8 @@ class Watcher:
 
     def note(self, run_id: str, kind: str, label: str) -> None:
         """Add what the dashboard itself did to a run's timeline (an answer, a stop)."""
-        self._history(run_id, self.clock()).timeline.append((self.clock(), kind, label, ""))
+        now = self.clock()
+        self._history(run_id, now).timeline.append((now, kind, label, ""))
 
     def run_detail(self, run_id: str) -> dict[str, Any] | None:
         """A run's page: its row, its timeline and its spend over time; None if it is neither
