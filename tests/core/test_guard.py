@@ -294,6 +294,6 @@ def test_the_public_surface_is_flat_sorted_and_complete() -> None:
         assert hasattr(haltwise, name), name
     public = {name for name in dir(haltwise) if not name.startswith("_")}
     modules = {"agent", "audit", "cli", "config", "drivers", "engine", "eventlog", "examples"}
-    modules |= {"adapters", "ledgers", "loops", "pricing", "testing"}
+    modules |= {"adapters", "dashboard", "ledgers", "loops", "pricing", "testing"}
     assert public - set(names) - modules == set()
     assert re.fullmatch(r"\d+\.\d+\.\d+", haltwise.__version__)

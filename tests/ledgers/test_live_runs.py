@@ -7,6 +7,7 @@ on the same store (another process, in real use) lists it, stops it, or answers 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -138,3 +139,43 @@ def test_a_memory_ledger_keeps_runs_to_this_process() -> None:
         run.turn()
     assert run.outcome is not None
     assert run.outcome.reason == "turn_limit"
+
+
+def test_heartbeats_carry_the_runs_activity_and_none_of_its_text(
+    make_shared: LedgerFactory,
+) -> None:
+    secret = "the-prompt-and-tool-output-stay-private"
+    guard = Guard(max_turns(5) | max_tool_calls(1), ledger=make_shared(), heartbeat=60.0)
+    other = make_shared()
+    with guard.run(secret, run_id="live-a") as run:
+        run.turn()
+        run.model_request("gpt-4o", max_tokens=100)
+        run.model_response(model="gpt-4o", input_tokens=30, output_tokens=12)
+        run.tool_call("read_file", {"path": secret})
+        run.tool_result("read_file", secret, is_error=True)
+        run.turn_ended(secret)
+        run.turn()
+        run.tool_call("read_file", {"path": secret})  # over max_tool_calls(1): the run stops
+    assert run.outcome is not None
+    (ended,) = other.runs(live=False)
+    # With a heartbeat a minute apart, only the last one (sent as the run ends) was made.
+    assert ended.counts["turns"] == 2
+    activity = ended.counts["activity"]
+    events = [(kind, label, decision) for _, _, kind, label, decision in activity["events"]]
+    assert events[:6] == [
+        ("TurnStarting", "", "Continue"),
+        ("ModelRequest", "gpt-4o", "Continue"),
+        ("ModelResponse", "42 tokens", "Continue"),
+        ("ToolCall", "read_file", "Continue"),
+        ("ToolResult", "read_file (failed)", "Continue"),
+        ("TurnEnded", "", "Continue"),
+    ]
+    assert events[-1][::2] == ("ToolCall", "Stop")
+    numbers = [entry[0] for entry in activity["events"]]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert activity["turn_limit"] == 5
+    assert {standing["limit"] for standing in activity["limits"]} == {
+        "max_turns(5)",
+        "max_tool_calls(1)",
+    }
+    assert secret not in json.dumps(ended.counts)

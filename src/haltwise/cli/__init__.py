@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "budgets": "haltwise.cli.budgets",
     "approve": "haltwise.cli.approve",
     "stop": "haltwise.cli.stop",
+    "dashboard": "haltwise.cli.dashboard",
 }
 
 #: Exit codes shared by every subcommand.

@@ -210,6 +210,9 @@ class _RunBase:
                 finally:
                     self._asking.release()
             decision = governor.resolve(decision, answer)
+        live = self._live
+        if live is not None:
+            live.saw(event, decision)
         return (yield from self._carry_out(decision, event))
 
     def _carry_out(

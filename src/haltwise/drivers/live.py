@@ -6,6 +6,11 @@ answerable from any machine that reaches it.
   heartbeat also renews the leases of its requests in flight. When the ledger says the run was
   told to stop (``haltwise stop``), the run's governor is killed: its next event, or the call in
   flight where the driver can interrupt it, ends it ``cancelled`` with reason ``killed``.
+- Each heartbeat's counts carry, besides the run's ``Usage``, its ``activity``: the turn limit
+  now (it moves when a human extends it), each limit's standing, the events since the previous
+  heartbeat (numbered; their kind and a short label, never prompts, arguments or tool output)
+  and the latest warnings. A last heartbeat goes just before the end is recorded, so the
+  ledger's counts are the final ones. The dashboard draws a run's timeline from them.
 - ``ledger_prompter`` asks the human through the ledger: it posts the question and waits for
   ``haltwise approve`` (from anywhere) up to ``timeout`` seconds; no answer means abort.
 """
@@ -13,14 +18,18 @@ answerable from any machine that reaches it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
-from ..engine.decisions import Answer, Ask, Choice
+from ..engine.decisions import Answer, Ask, Choice, Decision, Warn
 from ..engine.errors import LedgerError
+from ..engine.events import Event, ModelRequest, ModelResponse, Progress, ToolCall, ToolResult
 from ..engine.governor import Governor
 from ..engine.ledger import DEFAULT_LEASE, Ledger, RunInfo
 from ..engine.limits import Leaf
@@ -33,6 +42,10 @@ __all__ = ["APPROVAL_TIMEOUT", "HEARTBEAT_SECONDS", "LiveRun", "ledger_prompter"
 APPROVAL_TIMEOUT = 600.0
 #: How often a live run tells the ledger it is still going, by default (seconds).
 HEARTBEAT_SECONDS = 2.0
+#: At most this many events (the latest) go with one heartbeat; the numbers of any left out
+#: show the gap. And how many of the latest warnings every heartbeat repeats.
+ACTIVITY_EVENTS = 64
+ACTIVITY_WARNINGS = 8
 
 
 def shared_keys(governor: Governor) -> tuple[str, ...]:
@@ -68,6 +81,10 @@ class LiveRun:
         self._killed = False
         self._registered = False
         self._info = RunInfo("")
+        #: (number, epoch seconds, kind, label, decision) of the events since the last beat.
+        self._events: deque[tuple[int, float, str, str, str]] = deque(maxlen=ACTIVITY_EVENTS)
+        self._warnings: deque[tuple[float, str, str]] = deque(maxlen=ACTIVITY_WARNINGS)
+        self._numbers = itertools.count(1)
 
     def start(self) -> None:
         """Register the governor's current run (after its ``RunStarted``) and start beating."""
@@ -92,21 +109,62 @@ class LiveRun:
 
     def beat(self) -> None:
         """Send the run's counts and status now; heed a kill flag."""
-        governor = self.governor
-        status = "waiting" if governor.pending is not None else "running"
+        reason = self._send()
+        if reason is not None and not self._killed:
+            self._killed = True
+            self.governor.kill(reason)
+
+    def _send(self) -> str | None:
+        """One heartbeat; the reason the run was told to stop, if it was."""
+        status = "waiting" if self.governor.pending is not None else "running"
         try:
             if not self._registered:
                 # Until the ledger has taken it: a ledger that is down now is tried again.
                 self.ledger.register(self._info)
                 self._registered = True
-            reason = self.ledger.heartbeat(
-                self.run_id, usage_to_dict(governor.usage), status, self.lease
-            )
+            return self.ledger.heartbeat(self.run_id, self._counts(), status, self.lease)
         except LedgerError:
-            return
-        if reason is not None and not self._killed:
-            self._killed = True
-            governor.kill(reason)
+            return None
+
+    def saw(self, event: Event, decision: Decision) -> None:
+        """Note an event and the decision on it for the next heartbeat (deques append
+        atomically, so any thread may report)."""
+        now = time.time()
+        kind = type(event).__name__
+        self._events.append(
+            (next(self._numbers), now, kind, _label(event), type(decision).__name__)
+        )
+        if isinstance(decision, Warn):
+            self._warnings.append((now, decision.limit, decision.message))
+
+    def _counts(self) -> dict[str, Any]:
+        """What a heartbeat sends: the run's usage, and its ``activity`` (the events it carries
+        are taken: the next heartbeat carries the ones after)."""
+        governor = self.governor
+        counts = usage_to_dict(governor.usage)
+        counts["activity"] = {
+            "turn_limit": governor.turns()[1],
+            "limits": [
+                {
+                    "limit": status.limit,
+                    "reason": status.reason,
+                    "used": _plain(status.used),
+                    "cap": _plain(status.cap),
+                }
+                for status in governor.standing()
+            ],
+            "events": self._drain(),
+            "warnings": [list(entry) for entry in tuple(self._warnings)],
+        }
+        return counts
+
+    def _drain(self) -> list[list[Any]]:
+        """The events noted since the last call, taken out one by one (``saw`` may be adding)."""
+        drained: list[list[Any]] = []
+        with contextlib.suppress(IndexError):
+            while True:
+                drained.append(list(self._events.popleft()))
+        return drained
 
     def finish(self, outcome: Outcome | None) -> None:
         """Stop beating and record how the run ended."""
@@ -114,9 +172,30 @@ class LiveRun:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.interval + 5)
         if outcome is not None:
+            self._send()  # the final counts and the last events
             # If the ledger is down, the run shows as stale; its checkpoint has its counts.
             with contextlib.suppress(LedgerError):
                 self.ledger.finish(self.run_id, outcome_to_dict(outcome))
+
+
+def _label(event: Event) -> str:
+    """A few words on an event, for people watching the fleet: names and numbers only, never
+    what the run read or wrote (prompts, arguments, tool output)."""
+    if isinstance(event, ToolCall | ToolResult):
+        failed = isinstance(event, ToolResult) and event.is_error
+        return event.name + (" (failed)" if failed else "")
+    if isinstance(event, ModelRequest):
+        return event.model
+    if isinstance(event, ModelResponse):
+        return f"{event.input_tokens + event.output_tokens:,} tokens"
+    if isinstance(event, Progress):
+        return event.metric
+    return ""
+
+
+def _plain(value: Any) -> Any:
+    """A limit's count as JSON: numbers stay numbers, money becomes text."""
+    return value if value is None or isinstance(value, int | float) else str(value)
 
 
 _CHOICES = {

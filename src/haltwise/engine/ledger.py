@@ -97,7 +97,8 @@ class RunInfo:
     limits: str = ""
     #: The budget keys its limits spend.
     keys: tuple[str, ...] = ()
-    #: Its counts as of its last heartbeat (``Usage`` as JSON-compatible data).
+    #: Its counts as of its last heartbeat (``Usage`` as JSON-compatible data; from a
+    #: ``LiveRun``, its ``activity`` too: see ``haltwise.drivers.live``).
     counts: dict[str, Any] = field(default_factory=dict)
     #: "running", "waiting" (for a human), or the outcome's status once it ended.
     status: str = "running"

@@ -1,0 +1,274 @@
+"""The dashboard's HTTP surface and its guard: the token on every read and action, POST only,
+nothing done without it; loopback by default and no other address without a chosen token; a
+ledger that is down said plainly. Starlette's test client drives the app in this process."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from haltwise.cli import dashboard as command
+from haltwise.dashboard.app import STATIC, TOKEN_HEADER, create_app
+from haltwise.engine.errors import ConfigurationError, LedgerError
+from haltwise.engine.ledger import MemoryLedger, RunInfo
+
+from .conftest import DashboardProcess, clean_env
+
+TOKEN = "a-token-for-these-tests-only"
+CHOICES = ("continue", "extend", "wrap_up", "abort")
+
+
+@pytest.fixture
+def ledger() -> MemoryLedger:
+    """A fleet of two: ``waits`` asks at its limit, ``works`` goes on."""
+    made = MemoryLedger()
+    for run_id in ("waits", "works"):
+        made.register(RunInfo(run_id, host="box", pid=1, keys=("team-a",)))
+        made.heartbeat(run_id, {"turns": 2, "activity": {"turn_limit": 2}}, "running")
+    made.ask("waits", "Turn limit reached (2/2). Go on?", CHOICES)
+    return made
+
+
+@pytest.fixture
+def client(ledger: MemoryLedger) -> Iterator[TestClient]:
+    with TestClient(create_app(ledger, token=TOKEN, interval=0.05)) as made:
+        wait_for(
+            lambda: (
+                made.get("/api/state", headers={TOKEN_HEADER: TOKEN})
+                .json()
+                .get("state", {})
+                .get("ok")
+            )
+        )
+        yield made
+
+
+def wait_for(check: Any, seconds: float = 5.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("given", [None, "", "wrong", TOKEN + "x", TOKEN.upper()])
+def test_no_read_and_no_action_without_the_token(
+    client: TestClient, ledger: MemoryLedger, given: str | None
+) -> None:
+    headers = {} if given is None else {TOKEN_HEADER: given}
+    reads = ["/api/state", "/api/runs/waits", f"/api/events?token={given or ''}"]
+    for path in reads:
+        assert client.get(path, headers=headers).status_code == 403, path
+    actions: list[tuple[str, dict[str, Any]]] = [
+        ("/api/runs/waits/answer", {"choice": "extend", "amount": 2}),
+        ("/api/runs/works/stop", {}),
+        ("/api/stop", {"key": "team-a"}),
+    ]
+    for path, body in actions:
+        refused = client.post(path, json=body, headers=headers)
+        assert refused.status_code == 403, path
+        assert "token" in refused.json()["error"]
+    # The token in the query string is for the event stream only: an action ignores it.
+    assert client.post(f"/api/runs/works/stop?token={TOKEN}").status_code == 403
+    (question,) = ledger.pending("waits")
+    assert question.answer is None
+    assert ledger.killed("waits") is None
+    assert ledger.killed("works") is None
+
+
+def test_with_the_token_the_actions_reach_the_ledger(
+    client: TestClient, ledger: MemoryLedger
+) -> None:
+    headers = {TOKEN_HEADER: TOKEN}
+    answered = client.post(
+        "/api/runs/waits/answer", json={"choice": "extend", "amount": 2}, headers=headers
+    )
+    assert answered.status_code == 200, answered.text
+    assert (ledger.pending("waits")[0].answer, ledger.pending("waits")[0].amount) == ("extend", 2)
+    again = client.post("/api/runs/waits/answer", json={"choice": "abort"}, headers=headers)
+    assert again.status_code == 409
+    assert "the first answer wins" in again.json()["error"]
+    assert client.post("/api/runs/works/stop", headers=headers).json() == {"told": ["works"]}
+    assert ledger.killed("works") == "stopped from the dashboard"
+    assert ledger.killed("waits") is None
+    assert sorted(
+        client.post("/api/stop", json={"key": "team-a"}, headers=headers).json()["told"]
+    ) == [
+        "waits",
+        "works",
+    ]
+    timeline = client.get("/api/runs/works", headers=headers).json()["timeline"]
+    assert [entry["kind"] for entry in timeline][-2:] == ["stop", "stop"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choice": "extend"},
+        {"choice": "extend", "amount": 0},
+        {"choice": "extend", "amount": "2"},
+        {"choice": "extend", "amount": 2.5},
+        {"choice": "go on"},
+        ["extend", 2],
+    ],
+)
+def test_a_bad_answer_is_refused_and_changes_nothing(
+    client: TestClient, ledger: MemoryLedger, body: Any
+) -> None:
+    refused = client.post("/api/runs/waits/answer", json=body, headers={TOKEN_HEADER: TOKEN})
+    assert refused.status_code == 400
+    assert ledger.pending("waits")[0].answer is None
+
+
+def test_actions_are_post_only(client: TestClient, ledger: MemoryLedger) -> None:
+    headers = {TOKEN_HEADER: TOKEN}
+    for path in ("/api/runs/works/stop", "/api/runs/waits/answer", "/api/stop"):
+        for method in ("GET", "PUT", "DELETE"):
+            assert client.request(method, path, headers=headers).status_code == 405, (method, path)
+    assert ledger.killed("works") is None
+    assert ledger.pending("waits")[0].answer is None
+
+
+def test_the_page_holds_no_data_and_runs_only_its_own_script(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "waits" not in page.text
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert client.get("/runs/waits").text == page.text
+    assert client.get("/static/app.js").status_code == 200
+    # Every script and style the page loads is served from here.
+    assert not re.search(r"(src|href)=\"(https?:)?//", page.text)
+
+
+def test_run_text_never_becomes_html() -> None:
+    script = (STATIC / "app.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in script, sink
+
+
+def test_an_unreachable_ledger_is_said_plainly() -> None:
+    ledger = Flaky()
+    ledger.register(RunInfo("r1"))
+    with TestClient(create_app(ledger, token=TOKEN, interval=0.05)) as client:
+        headers = {TOKEN_HEADER: TOKEN}
+        wait_for(
+            lambda: client.get("/api/state", headers=headers).json().get("state", {}).get("ok")
+        )
+        ledger.down = True
+        state = wait_for(
+            lambda: (
+                (s := client.get("/api/state", headers=headers).json()["state"])["ok"] is False
+                and s
+            )
+        )
+        assert "connection refused" in state["error"]
+        assert [run["run_id"] for run in state["live"]] == ["r1"]  # what it said last
+        stopped = client.post("/api/runs/r1/stop", headers=headers)
+        assert stopped.status_code == 409
+        assert "connection refused" in stopped.json()["error"]
+        ledger.down = False
+        assert wait_for(
+            lambda: client.get("/api/state", headers=headers).json().get("state", {}).get("ok")
+        )
+
+
+class Flaky(MemoryLedger):
+    """A memory ledger that fails every read and kill while ``down``."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise LedgerError("the ledger redis://fleet:6379/0 failed: connection refused")
+
+    def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
+        self._check()
+        return super().runs(live=live, limit=limit)
+
+    def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
+        self._check()
+        return super().kill(run_id, reason, key=key)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    command.configure(parser)
+    return parser.parse_args(argv)
+
+
+def test_the_app_does_not_start_without_a_token() -> None:
+    with pytest.raises(ConfigurationError, match="needs a token"):
+        create_app(MemoryLedger(), token="")
+
+
+def test_loopback_by_default_with_a_fresh_token_each_start() -> None:
+    assert parse().host == "127.0.0.1"
+    first, second = command.choose_token("127.0.0.1", {}), command.choose_token("127.0.0.1", {})
+    assert first != second
+    assert len(first) >= 32
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "::", "fleet.example.com"])
+def test_another_address_needs_a_chosen_token(host: str) -> None:
+    with pytest.raises(ConfigurationError, match="HALTWISE_DASHBOARD_TOKEN"):
+        command.choose_token(host, {})
+    with pytest.raises(ConfigurationError, match="at least 16"):
+        command.choose_token(host, {"HALTWISE_DASHBOARD_TOKEN": "short"})
+    chosen = "x" * 16
+    assert command.choose_token(host, {"HALTWISE_DASHBOARD_TOKEN": chosen}) == chosen
+
+
+def test_the_command_refuses_another_address_without_a_token(tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "haltwise", "dashboard", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert refused.stdout == ""
+    assert "HALTWISE_DASHBOARD_TOKEN" in refused.stderr
+
+
+def test_the_command_serves_on_loopback_and_prints_its_url(tmp_path: Path) -> None:
+    ledger = f"sqlite://{tmp_path / 'fleet.db'}"
+    served = DashboardProcess(ledger, clean_env(tmp_path))
+    try:
+        assert served.base.startswith("http://127.0.0.1:")
+        assert httpx.get(served.base + "/api/state").status_code == 403
+        state = httpx.get(served.base + "/api/state", headers={TOKEN_HEADER: served.token})
+        assert state.status_code == 200
+        # Stopped with a page watching, it ends the page's stream and shuts down cleanly (then
+        # uvicorn raises the signal again, so the exit status says SIGTERM).
+        stream = f"{served.base}/api/events?token={served.token}"
+        with httpx.stream("GET", stream, timeout=30) as events:
+            lines = events.iter_lines()
+            assert next(lines) == "event: state"
+            assert served.stop() == -signal.SIGTERM
+            assert [line for line in lines if line.startswith("event:")] == []
+    finally:
+        served.stop()
+    assert "ERROR" not in served.stderr
+
+
+def test_a_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    with pytest.raises(ConfigurationError, match=r'pip install "haltwise\[dashboard\]"'):
+        command.run(parse("--ledger", "memory:"))
