@@ -428,4 +428,4 @@ def test_a_cancelled_run_says_it_can_be_continued(workspace: Path, store_path: P
         wait_for(lambda: len(server.requests) == 2, process)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=10)
-    assert re.search(r'→ continue it: haltwise run --resume \w+ "…"\n$', err)
+    assert re.search(r'→ continue it: haltwise run --resume \w+ "…"\n$', err), err

@@ -185,7 +185,7 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
             done.set()
 
     received: list[int] = []
-    cancelled = False
+    cancelled = told = False
     with _stop_signals(received):
         worker = threading.Thread(target=work, name="haltwise-agent", daemon=True)
         worker.start()
@@ -197,10 +197,12 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
             if len(received) > 1:
                 return Ending(agent.abandon(), first, abandoned=True)
             if not cancelled:
+                if not told and stderr is not None:
+                    # Said before the cancel, so that it comes before the outcome it causes.
+                    _tell(stderr, "cancelling the run… (once more to quit at once)")
+                    told = True
                 # Until the run has begun there is nothing to cancel: try again next time.
                 cancelled = agent.cancel(STOP_SIGNALS[signal.Signals(first).name])
-                if cancelled and stderr is not None:
-                    _tell(stderr, "cancelling the run… (once more to quit at once)")
     if "error" in result:
         raise result["error"]
     return Ending(result["outcome"], received[0] if received else None)
