@@ -515,11 +515,6 @@ def test_a_background_sub_agent_is_governed_until_the_cli_has_told_the_parent(
     assert result.outcome.usage.turns == 3
 
 
-@pytest.mark.skip(
-    reason="known defect, issue 10 left open: when a background sub-agent finishes, the CLI "
-    "may wake the main loop with a request no hook precedes; about 1 run in 4 here sends a "
-    "fourth request under max_model_calls(3), or hangs, and leaks an anyio stream"
-)
 def test_a_background_sub_agent_cannot_overspend(
     agent_for: Callable[[list[ScriptEntry]], Agent],
 ) -> None:

@@ -57,7 +57,7 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from claude_agent_sdk import (
@@ -211,6 +211,7 @@ class GovernedClaude:
                 return cast(
                     HookJSONOutput, {"continue_": False, "stopReason": "haltwise: run over"}
                 )
+            session.hooks_running += 1
             try:
                 return await handler(session, cast("dict[str, Any]", data))
             except Exception as error:
@@ -220,6 +221,10 @@ class GovernedClaude:
                 return cast(
                     HookJSONOutput, {"continue_": False, "stopReason": f"haltwise: {error}"}
                 )
+            finally:
+                # The CLI may cancel a hook (an interrupt does): either way it is answered.
+                session.hooks_running -= 1
+                session._settle()
 
         return hook
 
@@ -402,6 +407,9 @@ class _Session:
         #: id, until the sub-agent is seen to start (else taken back: never sent).
         self.agent_requests: dict[str, str] = {}
         self.started_agents: set[str] = set()
+        #: A sub-agent was admitted in this run: from then on a stop interrupts the CLI (the
+        #: stream may tell of a sub-agent's start after a hook has to act on it).
+        self.delegated = False
         #: Sub-agent tasks running; those in the background; and those that finished in the
         #: background, whose news the CLI owes the main loop in a turn of its own.
         self.tasks_in_flight: set[str] = set()
@@ -416,6 +424,14 @@ class _Session:
         self.ended = False
         self.finished = False
         self.interrupting: asyncio.Future[None] | None = None
+        #: A main-loop turn is under way (the first, or one the CLI started after a result);
+        #: the hooks being answered; whether the reader waits for the next message; the wait
+        #: for a turn the CLI owes the main loop; set once the CLI's run is over.
+        self.turn_active = True
+        self.hooks_running = 0
+        self.reading = False
+        self.owed_timer: asyncio.TimerHandle | None = None
+        self.over = asyncio.Event()
 
     @property
     def governor(self) -> Governor:
@@ -483,18 +499,21 @@ class _Session:
 
     # Hooks: each answers the CLI; a stop answers ``continue: false``
 
-    def _halt(self, **specific: Any) -> HookJSONOutput:
-        self._end_background()
+    async def _halt(self, **specific: Any) -> HookJSONOutput:
+        """The answer that ends the loop a hook belongs to. While a sub-agent lives, the CLI is
+        interrupted first: ``continue: false`` would let a sub-agent end on its own, and the CLI
+        then wakes the main loop with its news in a request no hook precedes. An interrupt kills
+        every sub-agent instead, and the CLI sends no news of a killed one."""
+        if self.delegated:
+            self._interrupt()
+            if self.interrupting is not None:
+                # Waited for, not awaited: the CLI may cancel this hook meanwhile, and that
+                # must not cancel the interrupt.
+                await asyncio.wait((self.interrupting,))
         output: dict[str, Any] = {"continue_": False, "stopReason": self._stop_message()}
         if specific:
             output["hookSpecificOutput"] = specific
         return cast(HookJSONOutput, output)
-
-    def _end_background(self) -> None:
-        if self.tasks_in_flight or self.owed:
-            # ``continue: false`` ends a loop, but the CLI would still wake the main loop with
-            # a background sub-agent's news, in a request no hook precedes: end the turn now.
-            self._interrupt()
 
     def _stop_message(self) -> str:
         outcome = self.run.outcome or self.governor.outcome
@@ -511,16 +530,17 @@ class _Session:
     async def on_prompt(self, data: dict[str, Any]) -> HookJSONOutput:
         """``UserPromptSubmit``: the main loop's first request is about to be sent, or the
         first of a turn the CLI starts on its own to tell it a background sub-agent finished."""
+        self._turn_begins()
         prompt = str(data.get("prompt", ""))
         if "<task-notification>" in prompt:
             self.owed.clear()
             if not self.stopped:
                 await self.send(Injected(prompt))  # a message within the run: no count resets
         if self.stopped or await self.send(TurnStarting()) is None:
-            return self._halt()
+            return await self._halt()
         request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
+            return await self._halt()
         self.main_request = request_id
         return self._context("UserPromptSubmit")
 
@@ -532,24 +552,19 @@ class _Session:
             self._finished(call_id)
             await self._release_agent_request(call_id)
         if self.stopped:
-            return self._halt()
+            return await self._halt()
         if data.get("agent_id"):
             # A sub-agent's next request: it counts against the run's limits, no turn of its own.
             if await self.request(self._agent_model(data)) is None:
-                self._end_background()
-                if self.interrupting is not None:
-                    # The turn is ended before the sub-agent ends and its news wake the main
-                    # loop in a request no hook precedes.
-                    await self.interrupting
-                return self._halt()
+                return await self._halt()
             return self._context("PostToolBatch")
         if await self.send(TurnEnded(self.last_text)) is None:
-            return self._halt()
+            return await self._halt()
         if await self.send(TurnStarting()) is None:
-            return self._halt()
+            return await self._halt()
         request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
+            return await self._halt()
         self.main_request = request_id
         return self._context("PostToolBatch")
 
@@ -557,18 +572,18 @@ class _Session:
         """``Stop``: the main loop ends its turn, unless the CLI goes on at once with the news of
         a background sub-agent that finished meanwhile: one more round trip, reported here."""
         if self.stopped:
-            return self._halt()
+            return await self._halt()
         if not self.owed:
             return {}
         self.owed.clear()
         await self.send(Injected("A background sub-agent finished."))
         if await self.send(TurnEnded(self.last_text)) is None:
-            return self._halt()
+            return await self._halt()
         if await self.send(TurnStarting()) is None:
-            return self._halt()
+            return await self._halt()
         request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
+            return await self._halt()
         self.main_request = request_id
         return {}
 
@@ -585,7 +600,7 @@ class _Session:
                 # calls come one by one), or one in no response seen whole.
                 await self._admit([call])
         if call_id in self.stopped_calls or call_id not in self.verdicts:
-            return self._halt(
+            return await self._halt(
                 hookEventName="PreToolUse",
                 permissionDecision="deny",
                 permissionDecisionReason=f"Not run: {self._stop_message()}",
@@ -671,6 +686,7 @@ class _Session:
                     self.stopped_calls.add(call_id)
                     continue
                 self.agent_requests[call_id] = request_id
+                self.delegated = True
             self.verdicts[call_id] = refusal
             if refusal is None:
                 self.running.add(call_id)
@@ -703,46 +719,96 @@ class _Session:
     # The message stream
 
     async def consume(self, client: ClaudeSDKClient) -> None:
-        """Read the CLI's messages until its run has ended: a result, with no background
-        sub-agent running and none whose news the CLI still owes the main loop."""
+        """Read the CLI's messages until its run is over (``_settle``), or its stream ends."""
         self.client = client
-        messages = client.receive_messages().__aiter__()
-        waiting: float | None = None  # after a result, while a turn is owed
-        while True:
-            try:
-                if waiting is None:
+        reader = asyncio.ensure_future(self._read(client))
+        over = asyncio.ensure_future(self.over.wait())
+        try:
+            await asyncio.wait((reader, over), return_when=asyncio.FIRST_COMPLETED)
+            if self.reading:
+                reader.cancel()  # it waits for a message that need not come; else it is ending
+            await asyncio.wait((reader,))
+            if not reader.cancelled() and reader.exception() is not None:
+                raise cast(BaseException, reader.exception())
+        finally:
+            over.cancel()
+            if self.owed_timer is not None:
+                self.owed_timer.cancel()
+            if not reader.done():  # the run itself was cancelled (cancel(), a deadline)
+                reader.cancel()
+                await asyncio.wait((reader,))
+
+    async def _read(self, client: ClaudeSDKClient) -> None:
+        messages = cast("AsyncGenerator[Message, None]", client.receive_messages())
+        async with contextlib.aclosing(messages):
+            while not self.over.is_set():
+                self.reading = True
+                try:
                     message = await messages.__anext__()
-                else:
-                    message = await asyncio.wait_for(messages.__anext__(), waiting)
-            except (StopAsyncIteration, asyncio.TimeoutError):
-                self.ended = self.result is not None
-                return
-            await self.handle(message)
-            if not isinstance(message, ResultMessage):
-                waiting = None  # the owed turn has begun
-                continue
-            self.result = message
-            if self.stopped or not (self.tasks_in_flight or self.owed):
-                self.ended = True
-                return
-            waiting = OWED_TURN_SECONDS if not self.tasks_in_flight else None
+                except StopAsyncIteration:
+                    self._end()
+                    return
+                finally:
+                    self.reading = False
+                await self.handle(message)
+                if isinstance(message, ResultMessage) and not self.stopped:
+                    self._finished_turn()
+                self._settle()
+
+    def _finished_turn(self) -> None:
+        """A result: the CLI's run is over unless a background sub-agent runs, or finished and
+        the CLI owes the main loop a turn with its news (then its result ends the run)."""
+        if not (self.tasks_in_flight or self.owed):
+            self._end()
+        elif not self.tasks_in_flight:
+            self.owed_timer = asyncio.get_running_loop().call_later(
+                OWED_TURN_SECONDS, self._owed_turn_missed
+            )
+
+    def _settle(self) -> None:
+        """A stopped run is over once the CLI's result came, no main-loop turn has begun since
+        and no hook is being answered. It does not wait for the sub-agents its stop killed: the
+        CLI reports no result for them, and starts no turn with their news."""
+        if self.over.is_set() or self.result is None or self.turn_active or self.hooks_running:
+            return
+        if self.stopped:
+            self._end()
+
+    def _owed_turn_missed(self) -> None:
+        if not self.turn_active:
+            self._end()
+
+    def _end(self) -> None:
+        self.ended = self.result is not None
+        self.over.set()
 
     async def handle(self, message: Message) -> None:
         if isinstance(message, StreamEvent):
             if message.parent_tool_use_id is None:
+                self._turn_begins()
                 await self._stream_event(message.event)
             if not self.owner.options.include_partial_messages:
                 return
         elif isinstance(message, AssistantMessage):
-            if message.parent_tool_use_id is not None:
+            if message.parent_tool_use_id is None:
+                self._turn_begins()
+            else:
                 await self._sub_agent_response(message)
         elif isinstance(message, SystemMessage):
             await self._system(message)
         elif isinstance(message, ResultMessage):
+            self.result = message
+            self.turn_active = False
             await self._reconcile(message)
         self.messages.append(message)
         if self.on_message is not None:
             self.on_message(message)
+
+    def _turn_begins(self) -> None:
+        self.turn_active = True
+        if self.owed_timer is not None:
+            self.owed_timer.cancel()
+            self.owed_timer = None
 
     async def _stream_event(self, event: dict[str, Any]) -> None:
         """A main-loop response, event by event: its usage comes in ``message_start`` (the
@@ -898,7 +964,7 @@ class _Session:
     # Ending
 
     def _interrupt(self) -> None:
-        """The run stopped outside a hook: end the CLI's turn (once)."""
+        """The run stopped: end the CLI's turn and kill its sub-agents (once)."""
         if self.interrupting is None and self.client is not None and not self.ended:
             self.interrupting = asyncio.ensure_future(_bounded(self.client.interrupt()))
 
@@ -908,15 +974,18 @@ class _Session:
             await admission
 
     async def close(self, client: ClaudeSDKClient, owned: bool) -> None:
+        """End the CLI's turn if it has not ended (or a stop interrupted it), then, if the run
+        owns the client, disconnect it: whatever happened before, nothing more is sent."""
         for admission in self.admissions:
             admission.cancel()
-        if not self.ended:
-            if self.interrupting is None:
+        try:
+            if self.interrupting is not None:
+                await asyncio.wait((self.interrupting,))
+            elif not self.ended:
                 await _bounded(client.interrupt())
-            else:
-                await self.interrupting
-        if owned:
-            await client.disconnect()
+        finally:
+            if owned:
+                await client.disconnect()
 
     async def settle(self) -> None:
         """The CLI's run ended: the outcome is its answer, or why it could not give one."""
