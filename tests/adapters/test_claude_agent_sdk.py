@@ -526,6 +526,24 @@ def test_a_background_sub_agent_cannot_overspend(
 
     assert len(agent.requests()) == 3  # nor does the turn the CLI would start to report it
     assert result.outcome.reason == "model_call_limit"
+    assert result.outcome.usage.model_calls == 3
+
+
+def test_a_background_sub_agent_that_ends_on_its_own_cannot_wake_the_parent_past_the_limit(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    # The sub-agent answers while the parent's second request is in flight: its news would need
+    # a fourth request, which the CLI sends with no hook before it once that turn ends.
+    sub = [reply("sub: done", usage=(70, 6), delay=0.3)]
+    waiting = reply("Waiting.", usage=(120, 5), delay=0.6)
+    main = [delegate("Look a up.", background=True), waiting, FINAL]
+    agent = agent_for([routed(main, sub)] * 4)
+
+    result = run(govern(sub_agent_options(agent), Guard(max_model_calls(3))).run("Go."))
+
+    assert len(agent.requests()) == 3  # the parent's two and the sub-agent's one
+    assert result.outcome.reason == "model_call_limit"
+    assert result.outcome.usage.model_calls == 3
 
 
 # Resume, cancel, deadlines

@@ -26,20 +26,30 @@ stream. Where each event comes from:
 - the ``Agent`` (``Task``) tool: a sub-agent's tool calls and requests come through the same
   hooks and count against the same run; its first request is reported when its ``Agent`` call
   is admitted, the last point before the CLI starts it;
+- ``SubagentStop``: a sub-agent ends on its own. A background sub-agent's news wakes the main
+  loop in a request of its own, and in some paths no hook precedes that request (the turn the
+  CLI starts after an interrupt; news that comes as the main loop's turn ends): so it is
+  reported here, while the sub-agent waits, and the turn that gives the news uses it. Refused,
+  the run stops and the sub-agent is killed before the CLI takes its result;
 - ``Stop``: the main loop ends its turn, or goes on at once with the news of a background
-  sub-agent that finished (a round trip reported there). That news can also wake the main loop
-  in a request no hook precedes, so a run that stops while a background sub-agent lives
-  interrupts the CLI's turn at once.
+  sub-agent that finished (a round trip reported there).
 
 A stop answers the hook it happens in with ``continue: false``: the CLI ends the run cleanly
-before sending anything more. A stop that happens elsewhere (a usage limit passed by a
-response, ``cancel()``, a deadline) interrupts the client. A stop that synthesizes (or a
+before sending anything more. Once a sub-agent has been admitted, the CLI is interrupted first
+(which kills every sub-agent: the CLI gives no news of a killed one), then the hook is
+answered: ``continue: false`` alone would let a sub-agent end on its own and wake the main
+loop. A stop that happens elsewhere (a usage limit passed by a response, ``cancel()``, a
+deadline) interrupts the client. A stopped run is over once the CLI's turn has ended: it does
+not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes (or a
 human's "wrap up") writes the final answer with one more model call through the SDK
 (``query()`` with no tools, from the evidence gathered), counted like any other; its
 ``ResultMessage`` is the run's result.
 
 What only the CLI sees before sending: a request it retries after an API error (counted when
-the CLI reports the retry, and interrupted if over a limit), and requests it makes on its own
+the CLI reports the retry, and interrupted if over a limit; a sub-agent's failed requests that
+the CLI sends again without reporting a retry are not seen at all), the news of a background
+sub-agent that ended in an error (no ``SubagentStop``: counted at the hook of the turn that
+gives it, or when its response arrives if none precedes it), and requests it makes on its own
 (none with non-essential traffic off); these, and the output tokens of sub-agent responses (the
 stream carries a sub-agent response before its final usage), are reconciled from the
 ``ResultMessage``'s per-model usage when the run ends.
@@ -187,6 +197,7 @@ class GovernedClaude:
             "PostToolUseFailure": self._hook(_Session.on_tool_failure),
             "PostToolBatch": self._hook(_Session.on_tool_batch),
             "Stop": self._hook(_Session.on_stop),
+            "SubagentStop": self._hook(_Session.on_sub_agent_stop),
         }
         merged: dict[str, list[HookMatcher]] = {
             event: list(matchers) for event, matchers in (self.options.hooks or {}).items()
@@ -415,6 +426,9 @@ class _Session:
         self.tasks_in_flight: set[str] = set()
         self.background: set[str] = set()
         self.owed: set[str] = set()
+        #: Main-loop requests reported when a background sub-agent stopped, one for each, to
+        #: give the main loop its news: the request that does so uses one (never counted twice).
+        self.news_requests: list[str] = []
         #: Usage reported per model since the CLI's last result, to reconcile with the next.
         self.reported: dict[str, list[int]] = {}
         #: An error raised in a hook, raised again from ``run()`` once the CLI has ended.
@@ -538,7 +552,10 @@ class _Session:
                 await self.send(Injected(prompt))  # a message within the run: no count resets
         if self.stopped or await self.send(TurnStarting()) is None:
             return await self._halt()
-        request_id = await self.request(self.model)
+        if "<task-notification>" in prompt and self.news_requests:
+            request_id: str | None = self.news_requests.pop(0)
+        else:
+            request_id = await self.request(self.model)
         if request_id is None:
             return await self._halt()
         self.main_request = request_id
@@ -581,10 +598,31 @@ class _Session:
             return await self._halt()
         if await self.send(TurnStarting()) is None:
             return await self._halt()
-        request_id = await self.request(self.model)
+        if self.news_requests:
+            request_id: str | None = self.news_requests.pop(0)
+        else:
+            request_id = await self.request(self.model)
         if request_id is None:
             return await self._halt()
         self.main_request = request_id
+        return {}
+
+    async def on_sub_agent_stop(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``SubagentStop``: a sub-agent ends on its own, and waits for this hook before the CLI
+        takes its result. A background one's news then wakes the main loop in a request of its
+        own that no hook may precede (after an interrupt, or when the news comes as the main
+        loop's turn ends): that request is reported here, the last point before the CLI can
+        send it. Refused, the run stops and the sub-agent is killed while it waits: the CLI has
+        no news to give of a killed sub-agent."""
+        if self.stopped:
+            return await self._halt()
+        agent = str(data.get("agent_id", ""))
+        if agent in self.tasks_in_flight and agent not in self.background:
+            return {}  # in the foreground: its result goes back in a tool result, after a hook
+        request_id = await self.request(self.model)
+        if request_id is None:
+            return await self._halt()
+        self.news_requests.append(request_id)
         return {}
 
     async def on_pre_tool_use(self, data: dict[str, Any]) -> HookJSONOutput:
@@ -853,7 +891,9 @@ class _Session:
             (call_id, name, parsed)
             for (call_id, name, _), parsed in zip(response.calls, arguments, strict=False)
         ]
-        request_id, self.main_request = self.main_request, ""
+        # A main-loop request no hook preceded brings a background sub-agent's news.
+        request_id = self.main_request or (self.news_requests.pop(0) if self.news_requests else "")
+        self.main_request = ""
         await self.respond(response, request_id)
         self._reported(response)
         if response.calls:
@@ -989,6 +1029,11 @@ class _Session:
 
     async def settle(self) -> None:
         """The CLI's run ended: the outcome is its answer, or why it could not give one."""
+        for request_id in self.news_requests:
+            # The news went with a request counted on its own (or never went: the run stopped
+            # first): its own request is taken back with nothing spent.
+            await self.send(ModelResponse(self.model, request_id=request_id))
+        self.news_requests.clear()
         if self.run.outcome is not None:
             return
         result = self.result
