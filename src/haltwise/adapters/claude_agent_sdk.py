@@ -40,8 +40,8 @@ before sending anything more. Once a sub-agent has been admitted, the CLI is int
 answered: ``continue: false`` alone would let a sub-agent end on its own and wake the main
 loop. A stop that happens elsewhere (a usage limit passed by a response, ``cancel()``, a
 deadline) interrupts the client. A stopped run is over once the CLI's turn has ended: it does
-not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes (or a
-human's "wrap up") writes the final answer with one more model call through the SDK
+not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes
+(or a human's "wrap up") writes the final answer with one more model call through the SDK
 (``query()`` with no tools, from the evidence gathered), counted like any other; its
 ``ResultMessage`` is the run's result.
 
@@ -235,7 +235,7 @@ class GovernedClaude:
             finally:
                 # The CLI may cancel a hook (an interrupt does): either way it is answered.
                 session.hooks_running -= 1
-                session._settle()
+                session._end_if_stopped()
 
         return hook
 
@@ -514,10 +514,10 @@ class _Session:
     # Hooks: each answers the CLI; a stop answers ``continue: false``
 
     async def _halt(self, **specific: Any) -> HookJSONOutput:
-        """The answer that ends the loop a hook belongs to. While a sub-agent lives, the CLI is
-        interrupted first: ``continue: false`` would let a sub-agent end on its own, and the CLI
-        then wakes the main loop with its news in a request no hook precedes. An interrupt kills
-        every sub-agent instead, and the CLI sends no news of a killed one."""
+        """The answer that ends the loop a hook belongs to. Once a sub-agent was admitted, the CLI
+        is interrupted first: ``continue: false`` would let a sub-agent end on its own, and the
+        CLI then wakes the main loop with its news in a request no hook precedes. An interrupt
+        kills every sub-agent instead, and the CLI sends no news of a killed one."""
         if self.delegated:
             self._interrupt()
             if self.interrupting is not None:
@@ -757,7 +757,8 @@ class _Session:
     # The message stream
 
     async def consume(self, client: ClaudeSDKClient) -> None:
-        """Read the CLI's messages until its run is over (``_settle``), or its stream ends."""
+        """Read the CLI's messages until its run is over (``_finished_turn``,
+        ``_end_if_stopped``), or its stream ends."""
         self.client = client
         reader = asyncio.ensure_future(self._read(client))
         over = asyncio.ensure_future(self.over.wait())
@@ -791,7 +792,7 @@ class _Session:
                 await self.handle(message)
                 if isinstance(message, ResultMessage) and not self.stopped:
                     self._finished_turn()
-                self._settle()
+                self._end_if_stopped()
 
     def _finished_turn(self) -> None:
         """A result: the CLI's run is over unless a background sub-agent runs, or finished and
@@ -803,7 +804,7 @@ class _Session:
                 OWED_TURN_SECONDS, self._owed_turn_missed
             )
 
-    def _settle(self) -> None:
+    def _end_if_stopped(self) -> None:
         """A stopped run is over once the CLI's result came, no main-loop turn has begun since
         and no hook is being answered. It does not wait for the sub-agents its stop killed: the
         CLI reports no result for them, and starts no turn with their news."""
