@@ -49,10 +49,10 @@ What only the CLI sees before sending: a request it retries after an API error (
 the CLI reports the retry, and interrupted if over a limit; a sub-agent's failed requests that
 the CLI sends again without reporting a retry are not seen at all), the news of a background
 sub-agent that ended in an error (no ``SubagentStop``: counted at the hook of the turn that
-gives it, or when its response arrives if none precedes it), and requests it makes on its own
-(none with non-essential traffic off); these, and the output tokens of sub-agent responses (the
-stream carries a sub-agent response before its final usage), are reconciled from the
-``ResultMessage``'s per-model usage when the run ends.
+gives it; if none precedes it, only its usage counts, when its response arrives), and requests
+it makes on its own (none with non-essential traffic off); these, and the output tokens of
+sub-agent responses (the stream carries a sub-agent response before its final usage), are
+reconciled from the ``ResultMessage``'s per-model usage when the run ends.
 
 What does not live here: the decisions (``haltwise.engine``) and how they are carried out in a
 loop (``haltwise.drivers.guard``); the scripted Anthropic server the tests run the CLI against
