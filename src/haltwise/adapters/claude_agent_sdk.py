@@ -26,23 +26,33 @@ stream. Where each event comes from:
 - the ``Agent`` (``Task``) tool: a sub-agent's tool calls and requests come through the same
   hooks and count against the same run; its first request is reported when its ``Agent`` call
   is admitted, the last point before the CLI starts it;
+- ``SubagentStop``: a sub-agent ends on its own. A background sub-agent's news wakes the main
+  loop in a request of its own, and in some paths no hook precedes that request (the turn the
+  CLI starts after an interrupt; news that comes as the main loop's turn ends): so it is
+  reported here, while the sub-agent waits, and the turn that gives the news uses it. Refused,
+  the run stops and the sub-agent is killed before the CLI takes its result;
 - ``Stop``: the main loop ends its turn, or goes on at once with the news of a background
-  sub-agent that finished (a round trip reported there). That news can also wake the main loop
-  in a request no hook precedes, so a run that stops while a background sub-agent lives
-  interrupts the CLI's turn at once.
+  sub-agent that finished (a round trip reported there).
 
 A stop answers the hook it happens in with ``continue: false``: the CLI ends the run cleanly
-before sending anything more. A stop that happens elsewhere (a usage limit passed by a
-response, ``cancel()``, a deadline) interrupts the client. A stop that synthesizes (or a
-human's "wrap up") writes the final answer with one more model call through the SDK
+before sending anything more. Once a sub-agent has been admitted, the CLI is interrupted first
+(which kills every sub-agent: the CLI gives no news of a killed one), then the hook is
+answered: ``continue: false`` alone would let a sub-agent end on its own and wake the main
+loop. A stop that happens elsewhere (a usage limit passed by a response, ``cancel()``, a
+deadline) interrupts the client. A stopped run is over once the CLI's turn has ended: it does
+not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes
+(or a human's "wrap up") writes the final answer with one more model call through the SDK
 (``query()`` with no tools, from the evidence gathered), counted like any other; its
 ``ResultMessage`` is the run's result.
 
 What only the CLI sees before sending: a request it retries after an API error (counted when
-the CLI reports the retry, and interrupted if over a limit), and requests it makes on its own
-(none with non-essential traffic off); these, and the output tokens of sub-agent responses (the
-stream carries a sub-agent response before its final usage), are reconciled from the
-``ResultMessage``'s per-model usage when the run ends.
+the CLI reports the retry, and interrupted if over a limit; a sub-agent's failed requests that
+the CLI sends again without reporting a retry are not seen at all), the news of a background
+sub-agent that ended in an error (no ``SubagentStop``: counted at the hook of the turn that
+gives it; if none precedes it, only its usage counts, when its response arrives), and requests
+it makes on its own (none with non-essential traffic off); these, and the output tokens of
+sub-agent responses (the stream carries a sub-agent response before its final usage), are
+reconciled from the ``ResultMessage``'s per-model usage when the run ends.
 
 What does not live here: the decisions (``haltwise.engine``) and how they are carried out in a
 loop (``haltwise.drivers.guard``); the scripted Anthropic server the tests run the CLI against
@@ -57,7 +67,7 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from claude_agent_sdk import (
@@ -187,6 +197,7 @@ class GovernedClaude:
             "PostToolUseFailure": self._hook(_Session.on_tool_failure),
             "PostToolBatch": self._hook(_Session.on_tool_batch),
             "Stop": self._hook(_Session.on_stop),
+            "SubagentStop": self._hook(_Session.on_sub_agent_stop),
         }
         merged: dict[str, list[HookMatcher]] = {
             event: list(matchers) for event, matchers in (self.options.hooks or {}).items()
@@ -211,6 +222,7 @@ class GovernedClaude:
                 return cast(
                     HookJSONOutput, {"continue_": False, "stopReason": "haltwise: run over"}
                 )
+            session.hooks_running += 1
             try:
                 return await handler(session, cast("dict[str, Any]", data))
             except Exception as error:
@@ -220,6 +232,10 @@ class GovernedClaude:
                 return cast(
                     HookJSONOutput, {"continue_": False, "stopReason": f"haltwise: {error}"}
                 )
+            finally:
+                # The CLI may cancel a hook (an interrupt does): either way it is answered.
+                session.hooks_running -= 1
+                session._end_if_stopped()
 
         return hook
 
@@ -402,11 +418,17 @@ class _Session:
         #: id, until the sub-agent is seen to start (else taken back: never sent).
         self.agent_requests: dict[str, str] = {}
         self.started_agents: set[str] = set()
+        #: A sub-agent was admitted in this run: from then on a stop interrupts the CLI (the
+        #: stream may tell of a sub-agent's start after a hook has to act on it).
+        self.delegated = False
         #: Sub-agent tasks running; those in the background; and those that finished in the
         #: background, whose news the CLI owes the main loop in a turn of its own.
         self.tasks_in_flight: set[str] = set()
         self.background: set[str] = set()
         self.owed: set[str] = set()
+        #: Main-loop requests reported when a background sub-agent stopped, one for each, to
+        #: give the main loop its news: the request that does so uses one (never counted twice).
+        self.news_requests: list[str] = []
         #: Usage reported per model since the CLI's last result, to reconcile with the next.
         self.reported: dict[str, list[int]] = {}
         #: An error raised in a hook, raised again from ``run()`` once the CLI has ended.
@@ -416,6 +438,14 @@ class _Session:
         self.ended = False
         self.finished = False
         self.interrupting: asyncio.Future[None] | None = None
+        #: A main-loop turn is under way (the first, or one the CLI started after a result);
+        #: the hooks being answered; whether the reader waits for the next message; the wait
+        #: for a turn the CLI owes the main loop; set once the CLI's run is over.
+        self.turn_active = True
+        self.hooks_running = 0
+        self.reading = False
+        self.owed_timer: asyncio.TimerHandle | None = None
+        self.over = asyncio.Event()
 
     @property
     def governor(self) -> Governor:
@@ -483,18 +513,21 @@ class _Session:
 
     # Hooks: each answers the CLI; a stop answers ``continue: false``
 
-    def _halt(self, **specific: Any) -> HookJSONOutput:
-        self._end_background()
+    async def _halt(self, **specific: Any) -> HookJSONOutput:
+        """The answer that ends the loop a hook belongs to. Once a sub-agent was admitted, the CLI
+        is interrupted first: ``continue: false`` would let a sub-agent end on its own, and the
+        CLI then wakes the main loop with its news in a request no hook precedes. An interrupt
+        kills every sub-agent instead, and the CLI sends no news of a killed one."""
+        if self.delegated:
+            self._interrupt()
+            if self.interrupting is not None:
+                # Waited for, not awaited: the CLI may cancel this hook meanwhile, and that
+                # must not cancel the interrupt.
+                await asyncio.wait((self.interrupting,))
         output: dict[str, Any] = {"continue_": False, "stopReason": self._stop_message()}
         if specific:
             output["hookSpecificOutput"] = specific
         return cast(HookJSONOutput, output)
-
-    def _end_background(self) -> None:
-        if self.tasks_in_flight or self.owed:
-            # ``continue: false`` ends a loop, but the CLI would still wake the main loop with
-            # a background sub-agent's news, in a request no hook precedes: end the turn now.
-            self._interrupt()
 
     def _stop_message(self) -> str:
         outcome = self.run.outcome or self.governor.outcome
@@ -511,16 +544,20 @@ class _Session:
     async def on_prompt(self, data: dict[str, Any]) -> HookJSONOutput:
         """``UserPromptSubmit``: the main loop's first request is about to be sent, or the
         first of a turn the CLI starts on its own to tell it a background sub-agent finished."""
+        self._turn_begins()
         prompt = str(data.get("prompt", ""))
         if "<task-notification>" in prompt:
             self.owed.clear()
             if not self.stopped:
                 await self.send(Injected(prompt))  # a message within the run: no count resets
         if self.stopped or await self.send(TurnStarting()) is None:
-            return self._halt()
-        request_id = await self.request(self.model)
+            return await self._halt()
+        if "<task-notification>" in prompt and self.news_requests:
+            request_id: str | None = self.news_requests.pop(0)
+        else:
+            request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
+            return await self._halt()
         self.main_request = request_id
         return self._context("UserPromptSubmit")
 
@@ -532,24 +569,19 @@ class _Session:
             self._finished(call_id)
             await self._release_agent_request(call_id)
         if self.stopped:
-            return self._halt()
+            return await self._halt()
         if data.get("agent_id"):
             # A sub-agent's next request: it counts against the run's limits, no turn of its own.
             if await self.request(self._agent_model(data)) is None:
-                self._end_background()
-                if self.interrupting is not None:
-                    # The turn is ended before the sub-agent ends and its news wake the main
-                    # loop in a request no hook precedes.
-                    await self.interrupting
-                return self._halt()
+                return await self._halt()
             return self._context("PostToolBatch")
         if await self.send(TurnEnded(self.last_text)) is None:
-            return self._halt()
+            return await self._halt()
         if await self.send(TurnStarting()) is None:
-            return self._halt()
+            return await self._halt()
         request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
+            return await self._halt()
         self.main_request = request_id
         return self._context("PostToolBatch")
 
@@ -557,19 +589,40 @@ class _Session:
         """``Stop``: the main loop ends its turn, unless the CLI goes on at once with the news of
         a background sub-agent that finished meanwhile: one more round trip, reported here."""
         if self.stopped:
-            return self._halt()
+            return await self._halt()
         if not self.owed:
             return {}
         self.owed.clear()
         await self.send(Injected("A background sub-agent finished."))
         if await self.send(TurnEnded(self.last_text)) is None:
-            return self._halt()
+            return await self._halt()
         if await self.send(TurnStarting()) is None:
-            return self._halt()
+            return await self._halt()
+        if self.news_requests:
+            request_id: str | None = self.news_requests.pop(0)
+        else:
+            request_id = await self.request(self.model)
+        if request_id is None:
+            return await self._halt()
+        self.main_request = request_id
+        return {}
+
+    async def on_sub_agent_stop(self, data: dict[str, Any]) -> HookJSONOutput:
+        """``SubagentStop``: a sub-agent ends on its own, and waits for this hook before the CLI
+        takes its result. A background one's news then wakes the main loop in a request of its
+        own that no hook may precede (after an interrupt, or when the news comes as the main
+        loop's turn ends): that request is reported here, the last point before the CLI can
+        send it. Refused, the run stops and the sub-agent is killed while it waits: the CLI has
+        no news to give of a killed sub-agent."""
+        if self.stopped:
+            return await self._halt()
+        agent = str(data.get("agent_id", ""))
+        if agent in self.tasks_in_flight and agent not in self.background:
+            return {}  # in the foreground: its result goes back in a tool result, after a hook
         request_id = await self.request(self.model)
         if request_id is None:
-            return self._halt()
-        self.main_request = request_id
+            return await self._halt()
+        self.news_requests.append(request_id)
         return {}
 
     async def on_pre_tool_use(self, data: dict[str, Any]) -> HookJSONOutput:
@@ -585,7 +638,7 @@ class _Session:
                 # calls come one by one), or one in no response seen whole.
                 await self._admit([call])
         if call_id in self.stopped_calls or call_id not in self.verdicts:
-            return self._halt(
+            return await self._halt(
                 hookEventName="PreToolUse",
                 permissionDecision="deny",
                 permissionDecisionReason=f"Not run: {self._stop_message()}",
@@ -671,6 +724,7 @@ class _Session:
                     self.stopped_calls.add(call_id)
                     continue
                 self.agent_requests[call_id] = request_id
+                self.delegated = True
             self.verdicts[call_id] = refusal
             if refusal is None:
                 self.running.add(call_id)
@@ -703,46 +757,97 @@ class _Session:
     # The message stream
 
     async def consume(self, client: ClaudeSDKClient) -> None:
-        """Read the CLI's messages until its run has ended: a result, with no background
-        sub-agent running and none whose news the CLI still owes the main loop."""
+        """Read the CLI's messages until its run is over (``_finished_turn``,
+        ``_end_if_stopped``), or its stream ends."""
         self.client = client
-        messages = client.receive_messages().__aiter__()
-        waiting: float | None = None  # after a result, while a turn is owed
-        while True:
-            try:
-                if waiting is None:
+        reader = asyncio.ensure_future(self._read(client))
+        over = asyncio.ensure_future(self.over.wait())
+        try:
+            await asyncio.wait((reader, over), return_when=asyncio.FIRST_COMPLETED)
+            if self.reading:
+                reader.cancel()  # it waits for a message that need not come; else it is ending
+            await asyncio.wait((reader,))
+            if not reader.cancelled() and reader.exception() is not None:
+                raise cast(BaseException, reader.exception())
+        finally:
+            over.cancel()
+            if self.owed_timer is not None:
+                self.owed_timer.cancel()
+            if not reader.done():  # the run itself was cancelled (cancel(), a deadline)
+                reader.cancel()
+                await asyncio.wait((reader,))
+
+    async def _read(self, client: ClaudeSDKClient) -> None:
+        messages = cast("AsyncGenerator[Message, None]", client.receive_messages())
+        async with contextlib.aclosing(messages):
+            while not self.over.is_set():
+                self.reading = True
+                try:
                     message = await messages.__anext__()
-                else:
-                    message = await asyncio.wait_for(messages.__anext__(), waiting)
-            except (StopAsyncIteration, asyncio.TimeoutError):
-                self.ended = self.result is not None
-                return
-            await self.handle(message)
-            if not isinstance(message, ResultMessage):
-                waiting = None  # the owed turn has begun
-                continue
-            self.result = message
-            if self.stopped or not (self.tasks_in_flight or self.owed):
-                self.ended = True
-                return
-            waiting = OWED_TURN_SECONDS if not self.tasks_in_flight else None
+                except StopAsyncIteration:
+                    self._end()
+                    return
+                finally:
+                    self.reading = False
+                await self.handle(message)
+                if isinstance(message, ResultMessage) and not self.stopped:
+                    self._finished_turn()
+                self._end_if_stopped()
+
+    def _finished_turn(self) -> None:
+        """A result: the CLI's run is over unless a background sub-agent runs, or finished and
+        the CLI owes the main loop a turn with its news (then its result ends the run)."""
+        if not (self.tasks_in_flight or self.owed):
+            self._end()
+        elif not self.tasks_in_flight:
+            self.owed_timer = asyncio.get_running_loop().call_later(
+                OWED_TURN_SECONDS, self._owed_turn_missed
+            )
+
+    def _end_if_stopped(self) -> None:
+        """A stopped run is over once the CLI's result came, no main-loop turn has begun since
+        and no hook is being answered. It does not wait for the sub-agents its stop killed: the
+        CLI reports no result for them, and starts no turn with their news."""
+        if self.over.is_set() or self.result is None or self.turn_active or self.hooks_running:
+            return
+        if self.stopped:
+            self._end()
+
+    def _owed_turn_missed(self) -> None:
+        if not self.turn_active:
+            self._end()
+
+    def _end(self) -> None:
+        self.ended = self.result is not None
+        self.over.set()
 
     async def handle(self, message: Message) -> None:
         if isinstance(message, StreamEvent):
             if message.parent_tool_use_id is None:
+                self._turn_begins()
                 await self._stream_event(message.event)
             if not self.owner.options.include_partial_messages:
                 return
         elif isinstance(message, AssistantMessage):
-            if message.parent_tool_use_id is not None:
+            if message.parent_tool_use_id is None:
+                self._turn_begins()
+            else:
                 await self._sub_agent_response(message)
         elif isinstance(message, SystemMessage):
             await self._system(message)
         elif isinstance(message, ResultMessage):
+            self.result = message
+            self.turn_active = False
             await self._reconcile(message)
         self.messages.append(message)
         if self.on_message is not None:
             self.on_message(message)
+
+    def _turn_begins(self) -> None:
+        self.turn_active = True
+        if self.owed_timer is not None:
+            self.owed_timer.cancel()
+            self.owed_timer = None
 
     async def _stream_event(self, event: dict[str, Any]) -> None:
         """A main-loop response, event by event: its usage comes in ``message_start`` (the
@@ -787,7 +892,9 @@ class _Session:
             (call_id, name, parsed)
             for (call_id, name, _), parsed in zip(response.calls, arguments, strict=False)
         ]
-        request_id, self.main_request = self.main_request, ""
+        # A main-loop request no hook preceded brings a background sub-agent's news.
+        request_id = self.main_request or (self.news_requests.pop(0) if self.news_requests else "")
+        self.main_request = ""
         await self.respond(response, request_id)
         self._reported(response)
         if response.calls:
@@ -898,7 +1005,7 @@ class _Session:
     # Ending
 
     def _interrupt(self) -> None:
-        """The run stopped outside a hook: end the CLI's turn (once)."""
+        """The run stopped: end the CLI's turn and kill its sub-agents (once)."""
         if self.interrupting is None and self.client is not None and not self.ended:
             self.interrupting = asyncio.ensure_future(_bounded(self.client.interrupt()))
 
@@ -908,18 +1015,26 @@ class _Session:
             await admission
 
     async def close(self, client: ClaudeSDKClient, owned: bool) -> None:
+        """End the CLI's turn if it has not ended (or a stop interrupted it), then, if the run
+        owns the client, disconnect it: whatever happened before, nothing more is sent."""
         for admission in self.admissions:
             admission.cancel()
-        if not self.ended:
-            if self.interrupting is None:
+        try:
+            if self.interrupting is not None:
+                await asyncio.wait((self.interrupting,))
+            elif not self.ended:
                 await _bounded(client.interrupt())
-            else:
-                await self.interrupting
-        if owned:
-            await client.disconnect()
+        finally:
+            if owned:
+                await client.disconnect()
 
     async def settle(self) -> None:
         """The CLI's run ended: the outcome is its answer, or why it could not give one."""
+        for request_id in self.news_requests:
+            # The news went with a request counted on its own (or never went: the run stopped
+            # first): its own request is taken back with nothing spent.
+            await self.send(ModelResponse(self.model, request_id=request_id))
+        self.news_requests.clear()
         if self.run.outcome is not None:
             return
         result = self.result
