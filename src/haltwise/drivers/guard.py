@@ -239,6 +239,14 @@ class _RunBase:
             self._record(event)
         return decision
 
+    def _went_on(self, event: Event) -> None:
+        """The governor said ``CONTINUE``: what ``_flow`` does for it, without a generator."""
+        live = self._live
+        if live is not None:
+            live.saw(event, CONTINUE)
+        if type(event) in _EVIDENCE:
+            self._record(event)
+
     def _interrupt_flow(
         self, message: str, partial_output: str | None, cancelled: bool
     ) -> Generator[_Need, Any, Decision]:
@@ -360,8 +368,7 @@ class Run(_RunBase):
         """Report any event; carry out the decision."""
         decision = self._handle(event)
         if decision is CONTINUE:  # the common case: nothing to carry out
-            if type(event) in _EVIDENCE:
-                self._record(event)
+            self._went_on(event)
             return decision
         return self._drive(self._flow(event, decision))
 
@@ -542,10 +549,10 @@ class AsyncRun(_RunBase):
 
     async def send(self, event: Event) -> Decision:
         decision = self._handle(event)
-        if decision is not CONTINUE:
+        if decision is CONTINUE:
+            self._went_on(event)
+        else:
             decision = await self._adrive(self._flow(event, decision))
-        elif type(event) in _EVIDENCE:
-            self._record(event)
         self._arm()
         return decision
 
