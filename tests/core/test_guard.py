@@ -24,7 +24,7 @@ from haltwise import (
     max_tool_calls,
     max_turns,
 )
-from haltwise.drivers.guard import EVIDENCE_CHARS, EVIDENCE_RESULTS
+from haltwise.drivers.guard import EVIDENCE_CHARS, EVIDENCE_RESULTS, TOOL_EVENTS_KEPT
 from haltwise.drivers.prompters import parse_answer
 from haltwise.examples import tool_loop
 from haltwise.testing import ScriptedServer, reply, tool_call
@@ -177,7 +177,7 @@ def test_evidence_is_bounded_in_characters_and_always_holds_the_last_result() ->
 
 def test_calls_whose_results_never_come_are_forgotten_oldest_first() -> None:
     seen: list[Evidence] = []
-    calls = EVIDENCE_RESULTS + 10
+    calls = TOOL_EVENTS_KEPT + 10
     guard = Guard(max_tool_calls(calls, on_limit="synthesize"), synthesizer=seen.append)
     with guard.run("go") as run:
         for index in range(calls):

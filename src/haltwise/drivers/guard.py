@@ -38,7 +38,7 @@ import inspect
 import sys
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from decimal import Decimal
 from types import TracebackType
@@ -76,10 +76,13 @@ __all__ = ["AsyncRun", "Guard", "Run"]
 _Need = tuple[str, Any]
 
 #: A synthesizer is given the latest tool results, up to this many characters of them and this
-#: many results (always the last one): what fits a final answer's prompt, while a long run keeps
-#: bounded memory.
+#: many results (always the last one): what fits a final answer's prompt.
 EVIDENCE_CHARS = 200_000
 EVIDENCE_RESULTS = 200
+#: A run keeps its last this many tool calls and results (references to the events, not
+#: copies), so its memory stays bounded however long it goes; a synthesizer's evidence is read
+#: from them.
+TOOL_EVENTS_KEPT = 2 * EVIDENCE_RESULTS
 #: The events the evidence is gathered from.
 _EVIDENCE = frozenset({ToolCall, ToolResult})
 
@@ -149,11 +152,9 @@ class _RunBase:
         self.outcome: Outcome | None = None
         self._handle = guard.governor.handle
         self._notes: list[str] = []
-        self._calls: OrderedDict[str, ToolCall] = OrderedDict()
-        #: The latest tool results, for a synthesizer: bounded however long the run goes.
-        self._evidence: deque[tuple[ToolCall | None, ToolResult]] = deque()
-        self._evidence_chars = 0
-        self._evidence_lock = threading.Lock()
+        #: The latest tool calls and results (``TOOL_EVENTS_KEPT``): appending is atomic, so
+        #: threads that report tool calls need no lock.
+        self._tools: deque[Event] = deque(maxlen=TOOL_EVENTS_KEPT)
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
         self._notes_lock = threading.Lock()
@@ -239,14 +240,6 @@ class _RunBase:
             self._record(event)
         return decision
 
-    def _went_on(self, event: Event) -> None:
-        """The governor said ``CONTINUE``: what ``_flow`` does for it, without a generator."""
-        live = self._live
-        if live is not None:
-            live.saw(event, CONTINUE)
-        if type(event) in _EVIDENCE:
-            self._record(event)
-
     def _interrupt_flow(
         self, message: str, partial_output: str | None, cancelled: bool
     ) -> Generator[_Need, Any, Decision]:
@@ -256,36 +249,39 @@ class _RunBase:
         return (yield from self._carry_out(stop, None))
 
     def _record(self, event: Event) -> None:
-        """Keep a tool call, or a tool result with its call, as evidence for a synthesizer."""
-        if type(event) is ToolCall:
-            calls = self._calls
-            calls[event.call_id] = event
-            if len(calls) > EVIDENCE_RESULTS:  # calls whose results never came: the oldest goes
-                with contextlib.suppress(KeyError):  # another thread took it
-                    calls.popitem(last=False)
-        elif type(event) is ToolResult:
-            call = self._calls.pop(event.call_id, None)
-            evidence = self._evidence
-            with self._evidence_lock:  # threads report results too: the size stays exact
-                evidence.append((call, event))
-                self._evidence_chars += len(event.content)
-                while len(evidence) > 1 and (
-                    self._evidence_chars > EVIDENCE_CHARS or len(evidence) > EVIDENCE_RESULTS
-                ):  # the oldest results go until the rest fit; the latest always stays
-                    self._evidence_chars -= len(evidence.popleft()[1].content)
+        if type(event) in _EVIDENCE:
+            self._tools.append(event)
 
     def _evidence_for(self, outcome: Outcome) -> Evidence:
         return Evidence(
             prompt=self.prompt,
-            tool_results=tuple(
-                (result.name, None, result.content)
-                if call is None
-                else (call.name, call.arguments, result.content)
-                for call, result in self._evidence
-            ),
+            tool_results=self._tool_results(),
             last_text=outcome.partial_output,
             stop_message=outcome.message,
         )
+
+    def _tool_results(self) -> tuple[tuple[str, Any, str], ...]:
+        """The latest results with their calls' arguments, as many as the bounds let through."""
+        calls: dict[str, ToolCall] = {}
+        results: list[tuple[str, Any, str]] = []
+        for event in tuple(self._tools):  # a copy: threads may still report
+            if type(event) is ToolCall:
+                calls[event.call_id] = event
+            elif type(event) is ToolResult:
+                call = calls.pop(event.call_id, None)
+                if call is None:  # its call is no longer kept
+                    results.append((event.name, None, event.content))
+                else:
+                    results.append((call.name, call.arguments, event.content))
+        kept: list[tuple[str, Any, str]] = []
+        chars = 0
+        for result in reversed(results):
+            chars += len(result[2])
+            if kept and (chars > EVIDENCE_CHARS or len(kept) == EVIDENCE_RESULTS):
+                break
+            kept.append(result)
+        kept.reverse()
+        return tuple(kept)
 
     def _crashed(self, error: BaseException) -> bool:
         """The loop raised: stop the run so its counts are checkpointed, and say why.
@@ -368,7 +364,10 @@ class Run(_RunBase):
         """Report any event; carry out the decision."""
         decision = self._handle(event)
         if decision is CONTINUE:  # the common case: nothing to carry out
-            self._went_on(event)
+            if type(event) in _EVIDENCE:
+                self._tools.append(event)
+            if self._live is not None:
+                self._live.saw(event, decision)
             return decision
         return self._drive(self._flow(event, decision))
 
@@ -549,8 +548,11 @@ class AsyncRun(_RunBase):
 
     async def send(self, event: Event) -> Decision:
         decision = self._handle(event)
-        if decision is CONTINUE:
-            self._went_on(event)
+        if decision is CONTINUE:  # as in ``Run.send``
+            if type(event) in _EVIDENCE:
+                self._tools.append(event)
+            if self._live is not None:
+                self._live.saw(event, decision)
         else:
             decision = await self._adrive(self._flow(event, decision))
         self._arm()
