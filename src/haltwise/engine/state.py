@@ -14,6 +14,7 @@ from .outcome import Usage
 from .pricing import dollars, units
 
 __all__ = [
+    "MAX_IN_FLIGHT",
     "Hold",
     "InFlight",
     "Reservation",
@@ -126,6 +127,10 @@ Hold = tuple[Budget, str, int, Any]
 #: cost in engine units when a cost limit priced it, its shared-budget holds). A tuple: one is
 #: made for every request.
 Reservation = tuple[str, str, int, int, "int | None", "tuple[Hold, ...]"]
+
+
+#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
+MAX_IN_FLIGHT = 256
 
 
 class InFlight:
