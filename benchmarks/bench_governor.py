@@ -82,6 +82,8 @@ MODEL = "gpt-4o"
 PRICE_IN = Decimal("2.50") / 1_000_000
 PRICE_CACHED = Decimal("1.25") / 1_000_000
 PRICE_OUT = Decimal("10.00") / 1_000_000
+PRICES = (PRICE_IN, PRICE_CACHED, PRICE_OUT)
+MAX_COST_UNITS = int(MAX_COST * 10**18)
 
 #: Interleaved rounds; each round times every contender over RUNS_PER_BATCH runs, then once
 #: more event by event (for the per-type table).
@@ -571,11 +573,65 @@ def call_loop(api: Any, handle: Handler | None) -> Callable[[], int]:
     return built if handle is None else built_and_handled
 
 
+class ByHandCalls:
+    """The Governor's work for one LLM call under the benchmark's limits, written inline with
+    ints: the deadline read from a monotonic clock, the token and worst-case cost checks before
+    the request, its reservation held until the answer, usage counted for the run and the
+    session, then checked. What pure Python costs for it at best (no lock, no dispatch)."""
+
+    __slots__ = ("deadline", "flight", "rates", "run", "session")
+
+    def __init__(self) -> None:
+        per_token = 10**18 // 1_000_000
+        self.rates = tuple(int(price * 1_000_000) * per_token for price in PRICES)
+        #: model calls, input, output, cache read tokens, cost, the last prompt's size
+        self.run = [0, 0, 0, 0, 0, 0]
+        self.session = [0, 0, 0, 0, 0, 0]
+        self.flight: list[tuple[int, int, int]] = []
+        self.deadline = 0.0
+
+    def handle(self, event: Any) -> object:
+        kind = type(event)
+        if time.monotonic() >= self.deadline and kind is not RunStarted:
+            raise Halt("timeout")
+        run, session = self.run, self.session
+        rate_in, rate_cached, rate_out = self.rates
+        if kind is ModelRequest:
+            prompt, wanted = run[5], event.max_tokens
+            held = run[1] + run[2] + sum(p + w for p, w, _ in self.flight)
+            if held + prompt + wanted > MAX_TOKENS:
+                raise Halt("tokens")
+            worst = prompt * rate_in + wanted * rate_out
+            if run[4] + sum(c for _, _, c in self.flight) + worst > MAX_COST_UNITS:
+                raise Halt("cost")
+            run[0] += 1
+            session[0] += 1
+            self.flight.append((prompt, wanted, worst))
+        elif kind is ModelResponse:
+            if self.flight:
+                self.flight.pop(0)
+            i, o, cr = event.input_tokens, event.output_tokens, event.cache_read_tokens
+            cost = (i - cr) * rate_in + cr * rate_cached + o * rate_out
+            for tally in (run, session):
+                tally[1] += i
+                tally[2] += o
+                tally[3] += cr
+                tally[4] += cost
+                tally[5] = i
+            if run[1] + run[2] > MAX_TOKENS or run[4] > MAX_COST_UNITS:
+                raise Halt("tokens or cost")
+        elif kind is RunStarted:
+            self.run = [0, 0, 0, 0, 0, 0]
+            self.deadline = time.monotonic() + TIMEOUT_S
+        return CONTINUE
+
+
 def measure_llm_call() -> None:
     """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
     loops = {
         "haltwise Governor": call_loop(haltwise, Governor(limits()).handle),
         "  its two events, built only": call_loop(haltwise, None),
+        "by hand in ints (pure-Python floor)": call_loop(haltwise, ByHandCalls().handle),
     }
     base = load_base()
     if not isinstance(base, str):

@@ -108,6 +108,8 @@ class _Plan:
             governor._after_response,
             CONTINUE,
             units,
+            # Made now rather than at the first request: the cost limit prices every one.
+            governor._pricing() if governor._needs_prices else None,
             tuple(self.slots),
         )
 
@@ -121,12 +123,16 @@ class _Plan:
 
     def source(self) -> str:
         lines = [
-            "def build(governor, run, session, flight, after_response, CONTINUE, units, slots):",
+            "def build(",
+            "    governor, run, session, flight, after_response, CONTINUE, units, pricer, slots",
+            "):",
             f"    {', '.join(f'slot{i}' for i in range(len(self.slots)))}, = slots"
             if self.slots
             else "    pass",
             "    requests = flight.requests",
         ]
+        if self.governor._needs_prices:
+            lines += ["    worst_units = pricer.worst_units", "    unit_price = pricer.units"]
         writers = {
             TurnStarting: self._turn_starting,
             ModelRequest: self._model_request,
@@ -198,7 +204,13 @@ class _Plan:
             "        return governor._on_model_request(event)",
             "    wanted = event.max_tokens",
             "    asked = event.input_tokens",
+            # The prompt's size, as each tally estimates it when the driver does not say.
+            "    prompt = run.last_input_tokens if asked is None else asked",
         ]
+        if any(self.tally(slot) == "session" for _, slot, _ in pre):
+            lines.append(
+                "    prompt_session = session.last_input_tokens if asked is None else asked"
+            )
         for limit, slot, _ in pre:
             name, tally = self.slot(slot), self.tally(slot)
             lines.append(f"    # {limit!r}")
@@ -209,17 +221,17 @@ class _Plan:
                     "        return governor._on_model_request(event)",
                 ]
                 continue
-            prompt = f"    prompt = {tally}.last_input_tokens if asked is None else asked"
+            prompt = "prompt" if tally == "run" else "prompt_session"
             if isinstance(limit, _MaxCost):
                 lines += [
-                    prompt,
                     f"    spent = {tally}.cost - {name}.baseline + flight.cost",
                     f"    cap = {limit.units} + {name}.extra",
                     "    if spent >= cap:",
                     "        return governor._on_model_request(event)",
                     "    if wanted is not None:",
-                    f"        worst_{tally} = governor.request_cost(event.model, prompt, wanted)",
-                    f"        if spent + worst_{tally} > cap:",
+                    f"        worst_{tally} = worst_units(event.model, {prompt}, wanted) "
+                    "if event.model else None",
+                    f"        if worst_{tally} is None or spent + worst_{tally} > cap:",
                     "            return governor._on_model_request(event)",
                 ]
                 continue
@@ -240,9 +252,7 @@ class _Plan:
                     "        return governor._on_model_request(event)",
                 ]
                 continue
-            if kind == "total":
-                lines.append(prompt)
-            room = "cap - held" if kind == "output" else "cap - held - prompt"
+            room = "cap - held" if kind == "output" else f"cap - held - {prompt}"
             lines += [
                 f"    room = {room}",
                 "    if wanted is None or held >= cap or room <= 0 or wanted > room:",
@@ -250,7 +260,6 @@ class _Plan:
                 f"    {name}.state = None",
             ]
         lines += [
-            "    prompt = run.last_input_tokens if asked is None else asked",
             "    run.model_calls += 1",
             "    session.model_calls += 1",
             "    output = 0 if wanted is None else wanted",
@@ -299,12 +308,26 @@ class _Plan:
             "    cache_read = event.cache_read_tokens",
             "    cache_write = event.cache_write_tokens",
             "    given = event.cost",
+            "    model = event.model",
             "    if given is not None:",
             "        cost = units(given)",
-            "    else:",
-            "        cost = governor._price(",
-            "            event.model, input_tokens, output_tokens, cache_read, cache_write",
-            "        )",
+        ]
+        if self.governor._needs_prices:
+            lines += [
+                "    elif model:",
+                "        cost = unit_price("
+                "model, input_tokens, output_tokens, cache_read, cache_write)",
+                "    else:",
+                "        cost = None",
+            ]
+        else:  # the pricer is made when the first response is priced
+            lines += [
+                "    else:",
+                "        cost = governor._price(",
+                "            model, input_tokens, output_tokens, cache_read, cache_write",
+                "        )",
+            ]
+        lines += [
             "    run.input_tokens += input_tokens",
             "    session.input_tokens += input_tokens",
             "    run.output_tokens += output_tokens",
