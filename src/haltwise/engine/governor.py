@@ -222,11 +222,10 @@ class Governor:
             RunEnded: self._on_run_ended,
         }
         #: What ``handle`` dispatches to on its fast path: the general handlers, or with some
-        #: of them replaced by ones written for the limits (``hotpath``), and the tables those
-        #: were written for.
+        #: of them replaced by ones written for the limits (``hotpath``).
         self._hot = self._handlers
-        self._hot_tables: object = None
-        self._hot_handlers = self._handlers
+        #: The tables the handlers were last written for, and those handlers.
+        self._written: tuple[object, dict[type, Callable[[Any], Decision]]] | None = None
         self._install(as_limit(limits))
 
     # ----------------------------------------------------------------------------------------
@@ -1320,11 +1319,10 @@ class Governor:
         if tables is self._fast_tables and self._run.started_at is not None:
             # Written once a run has started (a governor never run writes nothing), and again
             # whenever the limits or phases change (``_install`` makes new tables).
-            if self._hot_tables is not tables:
+            if self._written is None or self._written[0] is not tables:
                 written = compile_handlers(self)
-                self._hot_handlers = {**self._handlers, **written} if written else self._handlers
-                self._hot_tables = tables
-            self._hot = self._hot_handlers
+                self._written = (tables, {**self._handlers, **written} if written else {})
+            self._hot = self._written[1] or self._handlers
         if self._tables is tables:
             return
         self._pre_run, self._post_run = tables[RunStarted]

@@ -222,16 +222,19 @@ class _Plan:
                 ]
                 continue
             prompt = "prompt" if tally == "run" else "prompt_session"
+            # ``free`` is the cap less what is spent or held: the general checks' ``used >= cap``
+            # is ``free <= 0``, and ``used + more > cap`` is ``more > free``. (One name, reused:
+            # a run's dollars are large ints, and none is kept past its check.)
             if isinstance(limit, _MaxCost):
                 lines += [
-                    f"    spent = {tally}.cost - {name}.baseline + flight.cost",
-                    f"    cap = {limit.units} + {name}.extra",
-                    "    if spent >= cap:",
+                    f"    free = {limit.units} + {name}.extra - "
+                    f"({tally}.cost - {name}.baseline + flight.cost)",
+                    "    if free <= 0:",
                     "        return governor._on_model_request(event)",
                     "    if wanted is not None:",
                     f"        worst_{tally} = worst_units(event.model, {prompt}, wanted) "
                     "if event.model else None",
-                    f"        if worst_{tally} is None or spent + worst_{tally} > cap:",
+                    f"        if worst_{tally} is None or worst_{tally} > free:",
                     "            return governor._on_model_request(event)",
                 ]
                 continue
@@ -242,20 +245,16 @@ class _Plan:
                 "total": f"{tally}.input_tokens + {tally}.output_tokens + flight.input_tokens"
                 " + flight.output_tokens",
             }[kind]
-            lines += [
-                f"    held = {used} - {name}.baseline",
-                f"    cap = {limit.maximum} + {name}.extra",
-            ]
+            lines.append(f"    free = {limit.maximum} + {name}.extra - ({used} - {name}.baseline)")
             if kind == "input":
                 lines += [
-                    "    if held >= cap or (asked is not None and held + asked > cap):",
+                    "    if free <= 0 or (asked is not None and asked > free):",
                     "        return governor._on_model_request(event)",
                 ]
                 continue
-            room = "cap - held" if kind == "output" else f"cap - held - {prompt}"
+            room = "free" if kind == "output" else f"free - {prompt}"
             lines += [
-                f"    room = {room}",
-                "    if wanted is None or held >= cap or room <= 0 or wanted > room:",
+                f"    if wanted is None or free <= 0 or not 0 < wanted <= {room}:",
                 "        return governor._on_model_request(event)",
                 f"    {name}.state = None",
             ]
