@@ -132,7 +132,13 @@ class _Plan:
             "    requests = flight.requests",
         ]
         if self.governor._needs_prices:
-            lines += ["    worst_units = pricer.worst_units", "    unit_price = pricer.units"]
+            lines += [
+                "    worst_units = pricer.worst_units",
+                "    unit_price = pricer.units",
+                # A model's flat per-token prices, once the pricer has resolved it (the pricer
+                # empties this when its data changes); a model not in it is priced by the pricer.
+                "    flat = getattr(pricer, 'flat_units', {})",
+            ]
         writers = {
             TurnStarting: self._turn_starting,
             ModelRequest: self._model_request,
@@ -232,8 +238,12 @@ class _Plan:
                     "    if free <= 0:",
                     "        return governor._on_model_request(event)",
                     "    if wanted is not None:",
-                    f"        worst_{tally} = worst_units(event.model, {prompt}, wanted) "
+                    "        found = flat.get(event.model)",
+                    f"        if found is None or ({prompt} | wanted) < 0:",
+                    f"            worst_{tally} = worst_units(event.model, {prompt}, wanted) "
                     "if event.model else None",
+                    "        else:",
+                    f"            worst_{tally} = {prompt} * found[4] + wanted * found[1]",
                     f"        if worst_{tally} is None or worst_{tally} > free:",
                     "            return governor._on_model_request(event)",
                 ]
@@ -314,8 +324,22 @@ class _Plan:
         if self.governor._needs_prices:
             lines += [
                 "    elif model:",
-                "        cost = unit_price("
-                "model, input_tokens, output_tokens, cache_read, cache_write)",
+                "        found = flat.get(model)",
+                "        if (",
+                "            found is None",
+                "            or (input_tokens | output_tokens | cache_read | cache_write) < 0",
+                "            or cache_read + cache_write > input_tokens",
+                "        ):",
+                "            cost = unit_price(",
+                "                model, input_tokens, output_tokens, cache_read, cache_write",
+                "            )",
+                "        else:",
+                "            cost = (",
+                "                (input_tokens - cache_read - cache_write) * found[0]",
+                "                + output_tokens * found[1]",
+                "                + cache_read * found[2]",
+                "                + cache_write * found[3]",
+                "            )",
                 "    else:",
                 "        cost = None",
             ]
