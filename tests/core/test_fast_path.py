@@ -4,8 +4,9 @@ ones do.
 ``test_the_written_handlers_decide_as_the_general_ones_do`` drives random limit sets and random
 runs (requests with and without ``max_tokens``, paired or not, unanswered responses, costs
 given, unpriced models, asks answered every way, soft thresholds, shadow limits, limits changed
-mid-run) through two governors, one of them never writing handlers, and requires the same
-decisions, errors, usage, standings and checkpoints after every step.
+mid-run, runs restored from checkpoints) through two governors, one of them never writing
+handlers, and requires the same decisions, errors, usage, standings and checkpoints after every
+step.
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ _ANSWERS: list[Answer | Choice | None] = [
     None,
 ]
 
-#: A step: (event index, seconds that pass, answer index, index of a limit to set first or -1).
-_Step = tuple[int, float, int, int]
+#: A step: (event index, seconds that pass, answer index, index of a limit to set first or -1,
+#: whether the governor is first restored from its own checkpoint).
+_Step = tuple[int, float, int, int, bool]
 
 
 def _summary(outcome: Decision | BaseException) -> tuple[Any, ...]:
@@ -126,8 +128,10 @@ def _summary(outcome: Decision | BaseException) -> tuple[Any, ...]:
 
 
 def _step(governor: Governor, clock: FakeClock, step: _Step) -> tuple[Any, ...]:
-    index, seconds, answer, new_limit = step
+    index, seconds, answer, new_limit, restore = step
     clock.advance(seconds)
+    if restore:
+        governor.restore(governor.checkpoint())
     try:
         if new_limit >= 0:
             governor.set_limit(_LIMITS[new_limit])
@@ -160,6 +164,7 @@ def _state(governor: Governor) -> tuple[Any, ...]:
             st.sampled_from([0.0, 1.0, 20.0]),
             st.sampled_from(range(len(_ANSWERS))),
             st.sampled_from([-1] * 12 + list(range(len(_LIMITS)))),
+            st.sampled_from([False] * 9 + [True]),
         ),
         max_size=60,
     ),

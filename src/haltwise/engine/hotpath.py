@@ -72,7 +72,7 @@ def source(governor: Governor) -> str:
 
 @lru_cache(maxsize=128)
 def _compiled(text: str) -> CodeType:
-    # Governors with the same kinds of limits share their code; only the objects differ.
+    # Governors with the same limits share their code; only the objects it reads differ.
     return compile(text, "<haltwise hot path>", "exec")
 
 
