@@ -47,6 +47,7 @@ def _quick(cls: type[_E]) -> type[_E]:
     params = []
     namespace: dict[str, Any] = {}
     for field in fields(cls):  # type: ignore[arg-type]
+        assert field.default_factory is MISSING, "events hold values: no default factories"
         namespace[f"_set_{field.name}"] = getattr(cls, field.name).__set__
         if field.default is MISSING:
             params.append(field.name)
