@@ -21,7 +21,9 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   archive`` and imported under another name, so that a change to the hot path is measured
   before and after in the same run. Skipped, saying why, outside a git checkout.
 
-Then the memory of one governed run (tracemalloc) and of a Governor itself.
+Then one LLM call as a driver reports it (its two events built and handled), next to the same
+at BASE and to building the events alone; then the memory of one governed run (tracemalloc)
+and of a Governor itself.
 
 ``python benchmarks/run.py governor``; ``python benchmarks/bench_governor.py --profile`` prints
 a cProfile of the Governor over the same stream (not part of the benchmark's record).
@@ -75,6 +77,8 @@ MODEL = "gpt-4o"
 PRICE_IN = Decimal("2.50") / 1_000_000
 PRICE_CACHED = Decimal("1.25") / 1_000_000
 PRICE_OUT = Decimal("10.00") / 1_000_000
+PRICES = (PRICE_IN, PRICE_CACHED, PRICE_OUT)
+MAX_COST_UNITS = int(MAX_COST * 10**18)
 
 #: Interleaved rounds; each round times every contender over RUNS_PER_BATCH runs, then once
 #: more event by event (for the per-type table).
@@ -495,6 +499,147 @@ def _short(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# One LLM call
+
+#: Calls per run in the one-call measurement (a run restarts between batches, so no limit trips).
+CALLS_PER_RUN = 20
+#: Issue 15's goal for one LLM call, events built, recorded and checked: 2x the fastest peer.
+CALL_GOAL_NS = 650
+
+
+def call_loop(api: Any, handle: Handler | None) -> Callable[[], int]:
+    """A timed run of ``CALLS_PER_RUN`` LLM calls as a driver reports them: a ``ModelRequest``
+    and a ``ModelResponse`` built and handled per call (``handle`` None: only built). Returns
+    a function that times one such run, in ns, after a ``RunStarted`` it does not time."""
+    request, response, started = api.ModelRequest, api.ModelResponse, api.RunStarted
+    clock = time.perf_counter_ns
+    usage = [turn_usage(k) for k in range(CALLS_PER_RUN)]
+
+    def built_and_handled() -> int:
+        assert handle is not None
+        handle(started("Fix the failing test"))
+        start = clock()
+        for input_tokens, output_tokens, cache_read in usage:
+            handle(request(model=MODEL, max_tokens=1024))
+            handle(
+                response(
+                    model=MODEL,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cache_read_tokens=cache_read,
+                )
+            )
+        return clock() - start
+
+    def built() -> int:
+        start = clock()
+        for input_tokens, output_tokens, cache_read in usage:
+            request(model=MODEL, max_tokens=1024)
+            response(
+                model=MODEL,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read,
+            )
+        return clock() - start
+
+    return built if handle is None else built_and_handled
+
+
+class ByHandCalls:
+    """The Governor's work for one LLM call under the benchmark's limits, written inline with
+    ints: the deadline read from a monotonic clock, the token and worst-case cost checks before
+    the request, its reservation held until the answer, usage counted for the run and the
+    session, then checked. What pure Python costs for it at best (no lock, no dispatch)."""
+
+    __slots__ = ("deadline", "flight", "rates", "run", "session")
+
+    def __init__(self) -> None:
+        per_token = 10**18 // 1_000_000
+        self.rates = tuple(int(price * 1_000_000) * per_token for price in PRICES)
+        #: model calls, input, output, cache read tokens, cost, the last prompt's size
+        self.run = [0, 0, 0, 0, 0, 0]
+        self.session = [0, 0, 0, 0, 0, 0]
+        self.flight: list[tuple[int, int, int]] = []
+        self.deadline = 0.0
+
+    def handle(self, event: Any) -> object:
+        kind = type(event)
+        if time.monotonic() >= self.deadline and kind is not RunStarted:
+            raise Halt("timeout")
+        run, session = self.run, self.session
+        rate_in, rate_cached, rate_out = self.rates
+        if kind is ModelRequest:
+            prompt, wanted = run[5], event.max_tokens
+            held = run[1] + run[2] + sum(p + w for p, w, _ in self.flight)
+            if held + prompt + wanted > MAX_TOKENS:
+                raise Halt("tokens")
+            worst = prompt * rate_in + wanted * rate_out
+            if run[4] + sum(c for _, _, c in self.flight) + worst > MAX_COST_UNITS:
+                raise Halt("cost")
+            run[0] += 1
+            session[0] += 1
+            self.flight.append((prompt, wanted, worst))
+        elif kind is ModelResponse:
+            if self.flight:
+                self.flight.pop(0)
+            i, o, cr = event.input_tokens, event.output_tokens, event.cache_read_tokens
+            cost = (i - cr) * rate_in + cr * rate_cached + o * rate_out
+            for tally in (run, session):
+                tally[1] += i
+                tally[2] += o
+                tally[3] += cr
+                tally[4] += cost
+                tally[5] = i
+            if run[1] + run[2] > MAX_TOKENS or run[4] > MAX_COST_UNITS:
+                raise Halt("tokens or cost")
+        elif kind is RunStarted:
+            self.run = [0, 0, 0, 0, 0, 0]
+            self.deadline = time.monotonic() + TIMEOUT_S
+        return CONTINUE
+
+
+def measure_llm_call() -> None:
+    """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
+    loops = {
+        "haltwise Governor": call_loop(haltwise, Governor(limits()).handle),
+        "  its two events, built only": call_loop(haltwise, None),
+        "by hand in ints (pure-Python floor)": call_loop(haltwise, ByHandCalls().handle),
+    }
+    base = load_base()
+    if not isinstance(base, str):
+        loops[f"Governor at {BASE_REVISION}"] = call_loop(base, base.Governor(limits(base)).handle)
+        loops[f"  its events at {BASE_REVISION}, built"] = call_loop(base, None)
+    for loop in loops.values():  # warm-up
+        for _ in range(20):
+            loop()
+    times: dict[str, list[float]] = {name: [] for name in loops}
+    names = list(loops)
+    gc.disable()
+    try:
+        for round_no in range(ROUNDS * 4):
+            shift = round_no % len(names)
+            for name in names[shift:] + names[:shift]:
+                times[name].append(loops[name]() / CALLS_PER_RUN)
+    finally:
+        gc.enable()
+    first = times[names[0]]
+    print(
+        f"\none LLM call (ModelRequest + ModelResponse built and handled), ns per call, "
+        f"median of {ROUNDS * 4} interleaved runs of {CALLS_PER_RUN} calls"
+    )
+    print(f"{'':34}{'ns/call':>9}{'vs haltwise':>13}")
+    for name in names:
+        ratio = statistics.median(
+            mine / theirs for mine, theirs in zip(times[name], first, strict=True)
+        )
+        print(f"{name:34}{statistics.median(times[name]):>9.0f}{ratio:>12.2f}x")
+    ns = statistics.median(first)
+    verdict = "PASS" if ns <= CALL_GOAL_NS else "OVER"
+    print(f"goal: one LLM call at most {CALL_GOAL_NS} ns: {verdict} ({ns:.0f} ns)")
+
+
+# ------------------------------------------------------------------------------------------------
 # Memory
 
 
@@ -581,6 +726,7 @@ def measure_memory() -> tuple[int, int]:
 def main() -> None:
     players, overhead = measure_speed()
     print_speed(players, overhead)
+    measure_llm_call()
     measure_memory()
 
 

@@ -235,6 +235,23 @@ def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in names:
         prices.cost(name, input_tokens=1, output_tokens=1)
     assert list(prices._cache) == names[-3:]
+    assert list(prices.flat_units) == ["openai/gpt-4o", "azure/gpt-4o"]
+
+
+def test_flat_units_are_the_units_of_models_with_one_price() -> None:
+    prices = Prices({"mine": {"input": "3", "output": "15", "cache_write": "3.75"}})
+    for model in ("mine", "gpt-4o", "gemini-3-pro-preview", "deepseek-chat", "no-such-model"):
+        prices.units(model, 10, 1, 0, 0)
+    # Tiered (gemini), time-of-day (deepseek) and unknown prices have no flat rates.
+    assert list(prices.flat_units) == ["mine", "gpt-4o"]
+    for model, (plain, output, read, write, dearest) in prices.flat_units.items():
+        for i, o, cr, cw in [(1000, 200, 300, 100), (7, 0, 0, 7), (0, 5, 0, 0)]:
+            assert prices.units(model, i, o, cr, cw) == (
+                (i - cr - cw) * plain + o * output + cr * read + cw * write
+            )
+            assert prices.worst_units(model, i, o) == i * dearest + o * output
+    prices.clear_cache()
+    assert prices.flat_units == {}
 
 
 def test_dated_prices_are_cached_until_the_next_start_date() -> None:

@@ -519,6 +519,14 @@ class Prices:
         }
         self._names: dict[str, str] = {name.strip().lower(): name for name in rates}
         self._cache: dict[str, _Resolved] = {}
+        #: The per-token prices in engine units (uncached input, output, cache read, cache
+        #: write, and the dearer of input and cache write) of the models resolved so far whose
+        #: price is the same for every call: no tiers by prompt size, no start date, no time of
+        #: day. ``units()`` of such a model is exactly ``(i - cr - cw) * input + o * output +
+        #: cr * read + cw * write`` and ``worst_units()`` ``i * dearest + o * output``; the
+        #: governor's hot path prices with these. Read it, never write it; ``clear_cache()``
+        #: empties it.
+        self.flat_units: dict[str, tuple[int, int, int, int, int]] = {}
 
     @property
     def rates(self) -> Mapping[str, ModelRate]:
@@ -627,6 +635,7 @@ class Prices:
     def clear_cache(self) -> None:
         """Forget every resolved model, so that the next ``cost()`` looks each up again."""
         self._cache.clear()
+        self.flat_units.clear()
 
     def _resolved(self, model: str) -> _Resolved:
         resolved = self._cache.get(model)
@@ -638,8 +647,19 @@ class Prices:
         resolved = self._lookup(model)
         cache = self._cache
         if model not in cache and len(cache) >= _CACHE_SIZE:
-            cache.pop(next(iter(cache)), None)
+            oldest = next(iter(cache))
+            cache.pop(oldest, None)
+            self.flat_units.pop(oldest, None)
         cache[model] = resolved
+        if (
+            isinstance(resolved, _UserRate | _Plan)
+            and resolved.expires is None
+            and not resolved.tiers
+        ):
+            plain, output, read, write = resolved.rates
+            self.flat_units[model] = (plain, output, read, write, max(plain, write))
+        else:
+            self.flat_units.pop(model, None)
         return resolved
 
     def _lookup(self, model: str) -> _Resolved:

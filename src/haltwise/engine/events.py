@@ -16,9 +16,9 @@ Order within one run::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Event",
@@ -34,7 +34,37 @@ __all__ = [
     "TurnStarting",
 ]
 
+_E = TypeVar("_E")
 
+
+def _quick(cls: type[_E]) -> type[_E]:
+    """``cls`` with an ``__init__`` that stores each field through its slot's descriptor.
+
+    A frozen dataclass's own ``__init__`` stores through ``object.__setattr__``, which costs
+    twice as much, and drivers build an event for every step of a loop. The signature,
+    defaults and everything else of the dataclass are unchanged.
+    """
+    params = []
+    namespace: dict[str, Any] = {}
+    for field in fields(cls):  # type: ignore[arg-type]
+        assert field.default_factory is MISSING, "events hold values: no default factories"
+        namespace[f"_set_{field.name}"] = getattr(cls, field.name).__set__
+        if field.default is MISSING:
+            params.append(field.name)
+        else:
+            namespace[f"_default_{field.name}"] = field.default
+            params.append(f"{field.name}=_default_{field.name}")
+    body = "".join(f"    _set_{f.name}(self, {f.name})\n" for f in fields(cls))  # type: ignore[arg-type]
+    text = f"def __init__(self, {', '.join(params)}):\n{body or '    pass'}\n"
+    exec(text, namespace)  # our own source, written from the dataclass's fields
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = cls.__init__.__doc__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
+@_quick
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """A user prompt starts a run: run-scoped counts reset and the run's clock starts."""
@@ -50,6 +80,7 @@ class TurnStarting:
     """A turn (one model round trip with its tool calls) is about to run."""
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """A model call is about to be sent."""
@@ -69,6 +100,7 @@ class ModelRequest:
     adjustable: bool = True
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """A model call returned, with its usage."""
@@ -95,6 +127,7 @@ class ModelResponse:
     answered: bool = True
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool is about to be called."""
@@ -105,6 +138,7 @@ class ToolCall:
     call_id: str = ""
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """A tool call returned."""
@@ -117,6 +151,7 @@ class ToolResult:
     exit_code: int | None = None
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class TurnEnded:
     """A turn finished."""
@@ -125,6 +160,7 @@ class TurnEnded:
     text: str | None = None
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class Injected:
     """A user message arrived mid-run. It is context for the same run: no count resets."""
@@ -132,6 +168,7 @@ class Injected:
     text: str = ""
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class Progress:
     """The agent or a tool reports progress: how a stuck detector tells paging from looping."""
@@ -143,6 +180,7 @@ class Progress:
     note: str = ""
 
 
+@_quick
 @dataclass(frozen=True, slots=True)
 class RunEnded:
     """The agent finished the run on its own."""

@@ -5,7 +5,10 @@ stops. Drivers (``haltwise.drivers``, framework adapters, the agent, replay) car
 out; none of them repeats its logic.
 
 Hot path: a dict lookup by event type, then only the limits that check that type, each O(1)
-over running totals. Nothing is allocated unless a limit warns, asks, blocks or stops.
+over running totals. Nothing is allocated unless a limit warns, asks, blocks or stops (a
+request's reservation aside). For the common limits, the handlers of the four most frequent
+events are written for the limit set with its checks inlined (``hotpath.py``); they hand any
+event they would not decide as the general handlers do to those.
 
 Threads and tasks: any number may report events for one governor. Each event is decided and
 counted under one lock, so a check and the count it allows are one step: no count is lost and
@@ -42,19 +45,18 @@ from .events import (
     TurnEnded,
     TurnStarting,
 )
+from .hotpath import compile_handlers
 from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer, UnitPricer, in_units, units
-from .state import Hold, InFlight, Reservation, Slot, Tally
+from .state import MAX_IN_FLIGHT, Hold, InFlight, Reservation, Slot, Tally
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
 #: A check the governor runs for one event type: a top-level limit, its slot (None for groups)
 #: and the context it reads (the governor, or a phase).
 _Check = tuple[Limit, "Slot | None", Context]
-#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
-_MAX_IN_FLIGHT = 256
 #: The events a child governor passes up to its parent: they spend the parent's budgets too.
 _SPENDING = (ModelRequest, ModelResponse, ToolCall, ToolResult)
 
@@ -219,6 +221,11 @@ class Governor:
             Progress: self._on_other,
             RunEnded: self._on_run_ended,
         }
+        #: What ``handle`` dispatches to on its fast path: the general handlers, or with some
+        #: of them replaced by ones written for the limits (``hotpath``).
+        self._hot = self._handlers
+        #: The tables the handlers were last written for, and those handlers.
+        self._written: tuple[object, dict[type, Callable[[Any], Decision]]] | None = None
         self._install(as_limit(limits))
 
     # ----------------------------------------------------------------------------------------
@@ -235,7 +242,7 @@ class Governor:
                 self._time_is_up()
             if self._plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
-                handler = self._handlers.get(type(event))
+                handler = self._hot.get(type(event))
                 if handler is not None:
                     decision: Decision = handler(event)
                     return decision
@@ -757,7 +764,7 @@ class Governor:
             else:
                 cost = self.request_cost(event.model, prompt, output)
         in_flight = self._in_flight
-        if len(in_flight.requests) >= _MAX_IN_FLIGHT:
+        if len(in_flight.requests) >= MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
             self._spend(in_flight.take(0))
         in_flight.hold((event.request_id, event.model, prompt, output, cost, holds))
@@ -784,7 +791,10 @@ class Governor:
             decision = self._pre(self._pre_response, event)
             if decision is not None:
                 return decision
-        cost = self._count_response(event)
+        return self._after_response(event, self._count_response(event))
+
+    def _after_response(self, event: ModelResponse, cost: int | None) -> Decision:
+        """The decision on a response once it is counted."""
         if cost is None and self._needs_prices:
             # Counted first, so nothing is lost; but the cost limit cannot be kept.
             raise UnpricedModelError(
@@ -1305,6 +1315,14 @@ class Governor:
         self._use(self._full_tables)
 
     def _use(self, tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]]) -> None:
+        self._hot = self._handlers
+        if tables is self._fast_tables and self._run.started_at is not None:
+            # Written once a run has started (a governor never run writes nothing), and again
+            # whenever the limits or phases change (``_install`` makes new tables).
+            if self._written is None or self._written[0] is not tables:
+                written = compile_handlers(self)
+                self._written = (tables, {**self._handlers, **written} if written else {})
+            self._hot = self._written[1] or self._handlers
         if self._tables is tables:
             return
         self._pre_run, self._post_run = tables[RunStarted]

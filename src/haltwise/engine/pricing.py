@@ -69,7 +69,10 @@ class UnitPricer(Pricer, Protocol):
     """A pricer that also gives costs in the engine's units, without ``Decimal`` work.
 
     The governor uses these when a pricer has them (``haltwise.pricing.Prices`` does); any other
-    ``Pricer`` is asked for ``Decimal`` costs and converted (``in_units``).
+    ``Pricer`` is asked for ``Decimal`` costs and converted (``in_units``). A pricer may also keep
+    ``flat_units``, a mapping from the models whose price is the same for every call to their
+    per-token units (as ``Prices.flat_units``): the governor's hot path then prices those
+    itself, with the same integer arithmetic.
     """
 
     def units(

@@ -14,6 +14,7 @@ from .outcome import Usage
 from .pricing import dollars, units
 
 __all__ = [
+    "MAX_IN_FLIGHT",
     "Hold",
     "InFlight",
     "Reservation",
@@ -128,6 +129,10 @@ Hold = tuple[Budget, str, int, Any]
 Reservation = tuple[str, str, int, int, "int | None", "tuple[Hold, ...]"]
 
 
+#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
+MAX_IN_FLIGHT = 256
+
+
 class InFlight:
     """The model requests sent and not yet answered, oldest first, and what they hold of the
     budgets until their answers arrive. Limits count what is held as spent."""
@@ -142,8 +147,10 @@ class InFlight:
         self.cost = 0
 
     def clear(self) -> None:
-        """Forget every request (a checkpoint's are restored in their place)."""
-        self.__init__()  # type: ignore[misc]
+        """Forget every request (a checkpoint's are restored in their place). The list is kept:
+        the governor's hot path holds it."""
+        self.requests.clear()
+        self.input_tokens = self.output_tokens = self.cost = 0
 
     def hold(self, reservation: Reservation) -> None:
         self.requests.append(reservation)

@@ -1,0 +1,213 @@
+"""The handlers written for a governor's limits (``engine/hotpath.py``) decide as the general
+ones do.
+
+``test_the_written_handlers_decide_as_the_general_ones_do`` drives random limit sets and random
+runs (requests with and without ``max_tokens``, paired or not, unanswered responses, costs
+given, unpriced models, asks answered every way, soft thresholds, shadow limits, limits changed
+mid-run, runs restored from checkpoints) through two governors, one of them never writing
+handlers, and requires the same decisions, errors, usage, standings and checkpoints after every
+step.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from haltwise import (
+    Answer,
+    Ask,
+    Choice,
+    Decision,
+    Event,
+    Governor,
+    HaltwiseError,
+    Limit,
+    ModelRequest,
+    ModelResponse,
+    Prices,
+    RunEnded,
+    RunStarted,
+    Stop,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+    any_of,
+    max_cost,
+    max_model_calls,
+    max_tokens,
+    max_tool_calls,
+    max_turns,
+    timeout,
+)
+from haltwise.engine.hotpath import source
+from haltwise.testing import FakeClock
+
+
+class _General(Governor):
+    """A governor that never writes handlers: every event goes through the general ones."""
+
+    def _use(self, tables: Any) -> None:
+        super()._use(tables)
+        self._hot = self._handlers
+
+
+_PRICES = {"m": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "2"}}
+
+_LIMITS: list[Limit] = [
+    max_turns(3),
+    max_turns(2, on_limit="ask"),
+    max_turns(4, scope="session"),
+    max_model_calls(3),
+    max_model_calls(5, on_limit="ask"),
+    max_tool_calls(3),
+    max_tool_calls(1, tool="a", on_limit="block"),
+    max_tool_calls(2, tool="b", on_limit="synthesize"),
+    max_tokens(400),
+    max_tokens(output=60, on_limit="ask"),
+    max_tokens(input=150),
+    max_tokens(600, scope="session"),
+    max_tokens(300, warn_at=0.5),
+    max_cost("0.002"),
+    max_cost("0.001", on_limit="ask"),
+    max_cost("0.004", scope="session"),
+    max_cost("0.0015", shadow=True),
+    timeout(seconds=30),
+    max_turns(2, warn_at=0.5),
+]
+
+_EVENTS: list[Event] = [
+    TurnStarting(),
+    ModelRequest("m", max_tokens=10),
+    ModelRequest("m", max_tokens=80),
+    ModelRequest("m", max_tokens=50, input_tokens=40, request_id="r1"),
+    ModelRequest("m"),
+    ModelRequest("m", max_tokens=70, adjustable=False),
+    ModelRequest("unpriced", max_tokens=10),
+    ModelResponse("m", 40, 12),
+    ModelResponse("m", 90, 30, cache_read_tokens=64, cache_write_tokens=10),
+    ModelResponse("m", 30, 8, request_id="r1", text="done"),
+    ModelResponse("m", 20, 5, cost=Decimal("0.0003")),
+    ModelResponse("m", answered=False),
+    ModelResponse("unpriced", 10, 2),
+    ToolCall("a"),
+    ToolCall("b"),
+    ToolCall("c"),
+    ToolResult("a", "ok"),
+    TurnEnded(),
+    RunEnded(),
+    RunStarted("again"),
+]
+
+_ANSWERS: list[Answer | Choice | None] = [
+    Choice.CONTINUE,
+    Choice.ABORT,
+    Answer(Choice.EXTEND, 2),
+    Choice.WRAP_UP,
+    None,
+]
+
+#: A step: (event index, seconds that pass, answer index, index of a limit to set first or -1,
+#: whether the governor is first restored from its own checkpoint).
+_Step = tuple[int, float, int, int, bool]
+
+
+def _summary(outcome: Decision | BaseException) -> tuple[Any, ...]:
+    if isinstance(outcome, BaseException):
+        return ("raised", type(outcome).__name__, str(outcome))
+    if isinstance(outcome, Stop):
+        result = outcome.outcome
+        return ("stop", result.status, result.reason, result.message, result.usage)
+    if isinstance(outcome, Ask):
+        return ("ask", outcome.question, outcome.limit)
+    return (repr(outcome),)
+
+
+def _step(governor: Governor, clock: FakeClock, step: _Step) -> tuple[Any, ...]:
+    index, seconds, answer, new_limit, restore = step
+    clock.advance(seconds)
+    if restore:
+        governor.restore(governor.checkpoint())
+    try:
+        if new_limit >= 0:
+            governor.set_limit(_LIMITS[new_limit])
+        pending = governor.pending
+        if pending is not None:
+            decision = governor.resolve(pending, _ANSWERS[answer])
+        else:
+            decision = governor.handle(_EVENTS[index])
+    except HaltwiseError as error:
+        return _summary(error)
+    return _summary(decision)
+
+
+def _state(governor: Governor) -> tuple[Any, ...]:
+    return (
+        governor.usage,
+        governor.session_usage,
+        [repr(status) for status in governor.standing()],
+        governor.checkpoint(),
+        [repr(trip) for trip in governor.shadow_trips],
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    chosen=st.lists(st.sampled_from(range(len(_LIMITS))), min_size=1, max_size=5, unique=True),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(range(len(_EVENTS))),
+            st.sampled_from([0.0, 1.0, 20.0]),
+            st.sampled_from(range(len(_ANSWERS))),
+            st.sampled_from([-1] * 12 + list(range(len(_LIMITS)))),
+            st.sampled_from([False] * 9 + [True]),
+        ),
+        max_size=60,
+    ),
+)
+def test_the_written_handlers_decide_as_the_general_ones_do(
+    chosen: list[int], steps: list[_Step]
+) -> None:
+    limits = any_of(*(_LIMITS[index] for index in chosen))
+    clocks = FakeClock(), FakeClock()
+    ids = iter(range(10**6)), iter(range(10**6))
+    governors = (
+        Governor(limits, clock=clocks[0], pricer=Prices(_PRICES), new_id=lambda: str(next(ids[0]))),
+        _General(limits, clock=clocks[1], pricer=Prices(_PRICES), new_id=lambda: str(next(ids[1]))),
+    )
+    for governor in governors:
+        governor.handle(RunStarted("task"))
+    for step in steps:
+        fast, general = (
+            _step(governor, clock, step) for governor, clock in zip(governors, clocks, strict=True)
+        )
+        assert fast == general, step
+        assert _state(governors[0]) == _state(governors[1]), step
+
+
+def test_handlers_are_written_for_the_common_limits_once_a_run_starts() -> None:
+    governor = Governor(max_turns(25) | max_tool_calls(50) | max_tokens(200_000) | max_cost("5"))
+    assert governor._hot is governor._handlers  # nothing written for a governor never run
+    governor.handle(RunStarted("task"))
+    written = source(governor)
+    for name in ("on_turn_starting", "on_model_request", "on_model_response", "on_tool_call"):
+        assert f"def {name}(event):" in written
+    assert "if run.turns - slot0.baseline >= 25 + slot0.extra:" in written
+    assert governor._hot[TurnStarting] is not governor._handlers[TurnStarting]
+
+
+def test_no_handler_is_written_where_a_check_cannot_be_inlined() -> None:
+    governor = Governor(max_turns(2, warn_at=0.5) | max_tool_calls(5))
+    governor.handle(RunStarted("task"))
+    written = source(governor)
+    assert "def on_turn_starting" not in written  # its note comes from the general path
+    assert "def on_tool_call(event):" in written
+    phased = Governor(max_turns(3))
+    phased.handle(RunStarted("task"))
+    phased.enter_phase("plan", max_tool_calls(1))
+    assert source(phased) == ""
+    assert phased._hot is phased._handlers
