@@ -38,6 +38,9 @@ from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
 pytest_plugins = ["agent_fixtures"]
 
 MODEL = "scripted-model"
+#: The interpreter behind the test's virtualenv: a checkout under /tmp (as in CI) puts the
+#: virtualenv's own link where a sandboxed command sees its private, empty /tmp.
+PYTHON = os.path.realpath(sys.executable)
 
 
 @pytest.fixture
@@ -70,7 +73,7 @@ def connect_script(workspace: Path, port: int) -> str:
         f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n"
         "print('connected')\n"
     )
-    return f"{sys.executable} connect.py"
+    return f"{PYTHON} connect.py"
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +131,7 @@ def test_hidden_folders_and_sockets_are_out_of_reach(
             f"client.connect({str(daemon_socket)!r})\n"
             "print('reached the daemon')\n"
         )
-        command = f"ls {sessions}; {sys.executable} knock.py"
+        command = f"ls {sessions}; {PYTHON} knock.py"
         # Without hiding, a read-only filesystem does not stop a connection to a socket.
         assert "reached the daemon" in shell(confined, command).content
         hiding = Sandbox("on", confined.workspace, confined.bwrap, hidden=(sessions, daemon_socket))
