@@ -43,7 +43,7 @@ from ..drivers.prompters import parse_answer
 from ..engine.decisions import Answer, Ask
 from ..engine.errors import ConfigurationError
 from ..engine.outcome import Usage
-from .headless import STOP_SIGNALS
+from .headless import STOP_SIGNALS, taking_over
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
 from .render import MARK, TerminalView, sandbox_line
@@ -131,7 +131,7 @@ class ChatApp(Listener):
             resume=self.args.resume,
         )
         try:
-            with _ending_signals(self._owns_terminal):
+            with taking_over(("SIGTERM", "SIGHUP") if self._owns_terminal else (), _end):
                 self._loop()
         finally:
             self.setup.store.close()
@@ -467,27 +467,8 @@ class _Ended(BaseException):
         self.signum = signum
 
 
-@contextlib.contextmanager
-def _ending_signals(enabled: bool) -> Iterator[None]:
-    """While the chat runs, SIGTERM and SIGHUP raise ``_Ended`` in its main thread. Only a
-    signal whose disposition is the default is taken over: an ignored one stays ignored."""
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def end(signum: int, frame: object) -> None:
-        raise _Ended(signum)
-
-    previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)  # no SIGHUP on Windows
-        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
-            previous[number] = signal.signal(number, end)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+def _end(signum: int, frame: object) -> None:
+    raise _Ended(signum)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -143,30 +143,26 @@ class JsonLines(Listener):
 
 
 @contextmanager
-def _stop_signals(received: list[int]) -> Iterator[None]:
-    """While the block runs, each stop signal is appended to ``received`` (the waiting loop
-    acts on it: a handler must not take locks). Only a signal whose disposition is Python's
-    default is taken over: an ignored one stays ignored, another program's handler stays."""
+def taking_over(names: Iterable[str], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """While the block runs, ``handler`` takes each of the signals ``names`` whose disposition is
+    Python's default: an ignored one stays ignored, another program's handler stays. Only on
+    the main thread, where Python runs signal handlers."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def note(signum: int, frame: object) -> None:
-        received.append(signum)
-
     previous: dict[int, Any] = {}
-    for name in STOP_SIGNALS:
+    for name in names:
         number = getattr(signal, name, None)  # no SIGHUP on Windows
         if number is not None and signal.getsignal(number) in (
             signal.SIG_DFL,
             signal.default_int_handler,
         ):
-            previous[number] = signal.signal(number, note)
+            previous[number] = signal.signal(number, handler)
     try:
         yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Ending:
@@ -186,10 +182,11 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
 
     received: list[int] = []
     cancelled = told = False
-    with _stop_signals(received):
+    with taking_over(STOP_SIGNALS, lambda signum, frame: received.append(signum)):
         worker = threading.Thread(target=work, name="haltwise-agent", daemon=True)
         worker.start()
-        # The handlers only note a signal: this loop acts on it within a quarter second.
+        # The handler only notes a signal (it must not take locks): this loop acts on it within
+        # a quarter second.
         while not done.wait(0.25):
             if not received:
                 continue
