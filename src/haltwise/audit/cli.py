@@ -51,6 +51,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--model", metavar="NAME", help="the model of runs whose files do not name it"
     )
     parser.add_argument(
+        "--jobs",
+        metavar="N",
+        default="1",
+        help="replay the files in N worker processes (0 or auto: one per CPU); the report is "
+        "the same as with one (default: 1)",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar on standard error"
     )
 
@@ -109,45 +116,44 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..cli._errors import check_output_path
-    from ..engine.limits import Limit
-    from ..pricing import Prices
-    from .expr import parse_limits, scaled
+    from .expr import scaled
     from .html import SweepPoint, render_page
+    from .jobs import Plan, WorkerDied, audit_files
     from .readers import Reader, find_files
-    from .replay import RunResult, replay
+    from .replay import RunResult
     from .report import Totals, format_table, run_record, totals_record
     from .runs import ReadError
     from .suggest import (
         format_stuck_suggestion,
         format_suggestions,
         profile_document,
-        stuck_candidates,
         suggest,
         suggest_stuck,
     )
 
+    jobs = _jobs(args.jobs)
+    if jobs is None:
+        print(
+            f"haltwise audit: --jobs {args.jobs!r} is not a number of processes: give a whole "
+            "number from 1, or 0 or auto for one per CPU",
+            file=sys.stderr,
+        )
+        return 2
     text = args.limits if args.limits is not None else DEFAULT_LIMITS
     if args.config is not None and args.limits is None:
         text = ""
-    main = parse_limits(text) if text else None
-    policy: Limit | None = None
-    if args.config is not None:
-        from ..config import load_config
-
-        policy = load_config(args.config, environ={}, search=None).limits()
-    chosen = _combine(main, policy)
-    limits: list[Limit] = [chosen]
-    sweep_texts: list[str] = []
+    sweep_texts: tuple[str, ...] = ()
     if args.html and text:
-        sweep_texts = [scaled(text, factor) for factor in SWEEP]
-        limits = [_combine(parse_limits(item), policy) for item in sweep_texts]
+        sweep_texts = tuple(scaled(text, factor) for factor in SWEEP)
+    plan = Plan(text, sweep_texts, args.config, args.suggest, args.model)
+    chosen, limits = plan.limits()
+    # With --suggest, stuck() at each scale of its thresholds is replayed after the rest.
+    replayed = len(sweep_texts) or 1
+    calibrating = len(limits) - replayed
     chosen_index = SWEEP.index(1.0) if sweep_texts else 0
     if args.write_profile and not args.suggest:
         print("haltwise audit: --write-profile needs --suggest", file=sys.stderr)
         return 2
-    # With --suggest, stuck() at each scale of its thresholds is replayed beside the rest.
-    calibration = stuck_candidates() if args.suggest else []
-    calibrated: list[list[RunResult]] = [[] for _ in calibration]
 
     missing = [path for path in args.paths if not Path(path).exists()]
     if missing:
@@ -156,28 +162,30 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         # Before the replay, which may take minutes: not after it, with nothing written.
         check_output_path("--html", args.html)
-    # Recorded runs carry no request times: a price that changed over time is unknown here.
-    pricer = Prices(undated=True)
-    reader = Reader(model=args.model, known_model=pricer.knows)
+    # The notes of every file's reader, gathered here for the warnings.
+    reader = Reader()
     files = list(find_files(args.paths))
     results: list[RunResult] = []
-    swept: list[list[RunResult]] = [[] for _ in limits]
+    swept: list[list[RunResult]] = [[] for _ in range(replayed)]
+    calibrated: list[list[RunResult]] = [[] for _ in range(calibrating)]
     errors: list[ReadError] = []
     show = not args.no_progress and sys.stderr.isatty() and len(files) > 1
     with _progress(len(files), show, sys.stderr) as tick:
-        for path, corpus in files:
-            for item in reader.read(path, corpus):
-                if isinstance(item, ReadError):
-                    errors.append(item)
-                    continue
-                outcomes = replay(item, limits + calibration, pricer=pricer)
-                for index, outcome in enumerate(outcomes[len(limits) :]):
-                    calibrated[index].append(outcome)
-                outcomes = outcomes[: len(limits)]
-                for index, outcome in enumerate(outcomes):
-                    swept[index].append(outcome)
-                results.append(outcomes[chosen_index])
-            tick(f"{corpus}/{path.name}")
+        try:
+            for done in audit_files(files, plan, jobs=jobs):
+                errors.extend(done.errors)
+                if done.notes is not None:
+                    reader.add_notes(done.notes)
+                for outcomes in done.runs:
+                    for index, outcome in enumerate(outcomes[replayed:]):
+                        calibrated[index].append(outcome)
+                    for index, outcome in enumerate(outcomes[:replayed]):
+                        swept[index].append(outcome)
+                    results.append(outcomes[chosen_index])
+                tick(f"{done.corpus}/{done.path.name}")
+        except WorkerDied as died:
+            print(f"haltwise audit: {died}", file=sys.stderr)
+            return 1
 
     groups = _groups(results, Totals)
     if args.html:
@@ -270,14 +278,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _combine(first: Any, second: Any) -> Any:
-    from ..engine.limits import as_limit
+def _jobs(given: str) -> int | None:
+    """The number of worker processes ``--jobs`` asks for, or None when it is not one."""
+    import os
 
-    if first is None:
-        return as_limit(second)
-    if second is None:
-        return first
-    return first | second
+    if given.strip().lower() in ("0", "auto"):
+        return os.cpu_count() or 1
+    try:
+        jobs = int(given)
+    except ValueError:
+        return None
+    return jobs if jobs >= 1 else None
 
 
 def _groups(results: list[Any], totals: Any) -> dict[str, dict[str, Any]]:

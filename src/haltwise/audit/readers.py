@@ -70,7 +70,15 @@ from .runs import (
     ended_on_limit,
 )
 
-__all__ = ["FORMATS", "ReadWarning", "Reader", "detect_format", "find_files", "read_paths"]
+__all__ = [
+    "FORMATS",
+    "ReadNotes",
+    "ReadWarning",
+    "Reader",
+    "detect_format",
+    "find_files",
+    "read_paths",
+]
 
 FORMATS = ("swe-agent", "mini-swe-agent", "tau-bench", "openai", "haltwise")
 
@@ -184,6 +192,15 @@ class _CorpusCalls:
     calls: bool = False
 
 
+@dataclass(slots=True)
+class ReadNotes:
+    """What a ``Reader`` noted while reading: warnings about files, and per corpus and format
+    how many runs were read and whether any called a tool."""
+
+    warnings: list[ReadWarning]
+    calls: dict[tuple[str, str], _CorpusCalls]
+
+
 class Reader:
     """Reads run files one at a time, remembering the corpus reports it has read.
 
@@ -249,6 +266,27 @@ class Reader:
                 )
             )
         return found
+
+    def take_notes(self) -> ReadNotes:
+        """What the files read since the last call noted, handed over and forgotten here: how a
+        worker process passes its notes to the process that reports."""
+        notes = ReadNotes(self._file_warnings, self._calls)
+        self._file_warnings = []
+        self._calls = {}
+        return notes
+
+    def add_notes(self, notes: ReadNotes) -> None:
+        """Notes taken by another ``Reader``, as though its files had been read here."""
+        self._file_warnings.extend(notes.warnings)
+        for key, theirs in notes.calls.items():
+            tally = self._calls.get(key)
+            if tally is None:
+                self._calls[key] = _CorpusCalls(theirs.folder, theirs.runs, theirs.calls)
+                continue
+            if theirs.folder != tally.folder:
+                tally.folder = os.path.commonpath([tally.folder, theirs.folder])
+            tally.runs += theirs.runs
+            tally.calls = tally.calls or theirs.calls
 
     def _count_calls(self, run: Run, corpus: str, kind: str, path: Path) -> None:
         folder = os.path.abspath(path.parent)

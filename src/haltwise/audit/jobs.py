@@ -1,0 +1,173 @@
+"""The audit's unit of work, one file read and replayed, done here or in worker processes.
+
+A ``Plan`` is what to replay the runs through, as plain text (limit expressions, a policy file,
+a model name), so that each worker process builds its own limits, prices and ``Reader`` from it
+once, whether it was forked or spawned. ``Auditor.audit`` reads one file, replays each run and
+drops its events, keeping a ``FileAudit``: per run only the results the report needs, the
+file's read errors and the reader's notes. ``audit_files`` yields those in the order of the
+files however many processes do the work, so that the report is the same byte for byte.
+
+What does not live here: the readers (``readers``), the replay (``replay``), the report.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine.limits import Limit, as_limit
+from ..pricing import Prices
+from .expr import parse_limits
+from .readers import Reader, ReadNotes
+from .replay import RunResult, replay
+from .runs import ReadError
+
+__all__ = ["Auditor", "FileAudit", "Plan", "WorkerDied", "audit_files"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What each run is replayed through, as text a worker process can rebuild it from."""
+
+    #: The limit expression (``""``: only the policy's limits).
+    text: str
+    #: The expressions of a threshold sweep, replayed instead of ``text`` when not empty.
+    sweep: tuple[str, ...] = ()
+    #: A ``haltwise.toml`` policy whose limits are combined with each expression.
+    config: str | None = None
+    #: Whether ``stuck()`` at each scale of its thresholds is replayed beside the rest.
+    calibrate: bool = False
+    #: The model of runs whose files do not name it.
+    model: str | None = None
+
+    def policy(self) -> Limit | None:
+        if self.config is None:
+            return None
+        from ..config import load_config
+
+        return load_config(self.config, environ={}, search=None).limits()
+
+    def limits(self) -> tuple[Limit, list[Limit]]:
+        """The chosen limits, and every set of limits a run is replayed through, in order: the
+        sweep's (or the chosen ones alone), then the calibration's."""
+        from .suggest import stuck_candidates
+
+        policy = self.policy()
+        chosen = _combine(parse_limits(self.text) if self.text else None, policy)
+        limits = [chosen]
+        if self.sweep:
+            limits = [_combine(parse_limits(item), policy) for item in self.sweep]
+        if self.calibrate:
+            limits += stuck_candidates()
+        return chosen, limits
+
+
+def _combine(first: Limit | None, second: Limit | None) -> Limit:
+    if first is None:
+        return as_limit(second)
+    if second is None:
+        return first
+    return first | second
+
+
+@dataclass(slots=True)
+class FileAudit:
+    """What one file gave the report: small, and picklable, to cross from a worker process."""
+
+    #: The file, and its corpus.
+    path: Path
+    corpus: str
+    #: Per run, its result under each set of the plan's limits, in the plan's order.
+    runs: list[list[RunResult]] = field(default_factory=list)
+    errors: list[ReadError] = field(default_factory=list)
+    notes: ReadNotes | None = None
+
+
+class Auditor:
+    """Reads and replays files one at a time, through the limits of one ``Plan``."""
+
+    def __init__(self, plan: Plan) -> None:
+        # Recorded runs carry no request times: a price that changed over time is unknown here.
+        self.pricer = Prices(undated=True)
+        self.reader = Reader(model=plan.model, known_model=self.pricer.knows)
+        self.limits = plan.limits()[1]
+
+    def audit(self, path: Path, corpus: str) -> FileAudit:
+        done = FileAudit(path, corpus)
+        try:
+            for item in self.reader.read(path, corpus):
+                if isinstance(item, ReadError):
+                    done.errors.append(item)
+                else:
+                    done.runs.append(replay(item, self.limits, pricer=self.pricer))
+        except Exception as error:  # one file's bug must not hide the rest of the corpus
+            done.errors.append(
+                ReadError(
+                    str(path),
+                    "",
+                    f"could not be audited: internal error ({type(error).__name__}: {error}); "
+                    "this is a bug in haltwise, please report it",
+                )
+            )
+        done.notes = self.reader.take_notes()
+        return done
+
+
+class WorkerDied(Exception):
+    """A worker process ended while auditing a file (killed, or out of memory)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"a worker process died while auditing {path}")
+        self.path = path
+
+
+_auditor: Auditor | None = None
+
+
+def _start_worker(plan: Plan) -> None:
+    global _auditor
+    # Ctrl-C reaches the whole process group: the parent alone answers it, by cancelling.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _auditor = Auditor(plan)
+
+
+def _audit_in_worker(path: Path, corpus: str) -> FileAudit:
+    assert _auditor is not None, "the worker's initializer builds the auditor"
+    return _auditor.audit(path, corpus)
+
+
+def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> Iterator[FileAudit]:
+    """Each file audited, in the order of ``files``: here when ``jobs`` is 1, else in ``jobs``
+    worker processes, with a few files at most in flight per worker so that memory stays flat."""
+    if jobs == 1 or len(files) < 2:
+        auditor = Auditor(plan)
+        for path, corpus in files:
+            yield auditor.audit(path, corpus)
+        return
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(plan,))
+    pending: deque[tuple[Path, Future[FileAudit]]] = deque()
+    queued = iter(files)
+
+    def submit() -> None:
+        for path, corpus in queued:
+            pending.append((path, pool.submit(_audit_in_worker, path, corpus)))
+            return
+
+    try:
+        for _ in range(4 * jobs):
+            submit()
+        while pending:
+            path, future = pending.popleft()
+            try:
+                done = future.result()
+            except BrokenProcessPool:
+                raise WorkerDied(path) from None
+            submit()
+            yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
