@@ -145,7 +145,14 @@ def run(args: argparse.Namespace) -> int:
     sweep_texts: tuple[str, ...] = ()
     if args.html and text:
         sweep_texts = tuple(scaled(text, factor) for factor in SWEEP)
-    plan = Plan(text, sweep_texts, args.config, args.suggest, args.model)
+    plan = Plan(
+        text,
+        sweep_texts,
+        args.config,
+        calibrate=args.suggest,
+        model=args.model,
+        series=bool(args.html or args.suggest),
+    )
     chosen, limits = plan.limits()
     # With --suggest, stuck() at each scale of its thresholds is replayed after the rest.
     replayed = len(sweep_texts) or 1

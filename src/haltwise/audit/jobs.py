@@ -44,6 +44,9 @@ class Plan:
     calibrate: bool = False
     #: The model of runs whose files do not name it.
     model: str | None = None
+    #: Whether each result keeps its per-step series (for the plots of ``--html`` and the fits
+    #: of ``--suggest``); without them a run's result does not grow with its steps.
+    series: bool = True
 
     def policy(self) -> Limit | None:
         if self.config is None:
@@ -96,6 +99,7 @@ class Auditor:
         self.pricer = Prices(undated=True)
         self.reader = Reader(model=plan.model, known_model=self.pricer.knows)
         self.limits = plan.limits()[1]
+        self.series = plan.series
 
     def audit(self, path: Path, corpus: str) -> FileAudit:
         done = FileAudit(path, corpus)
@@ -104,7 +108,12 @@ class Auditor:
                 if isinstance(item, ReadError):
                     done.errors.append(item)
                 else:
-                    done.runs.append(replay(item, self.limits, pricer=self.pricer))
+                    outcomes = replay(item, self.limits, pricer=self.pricer)
+                    if not self.series:
+                        for outcome in outcomes:
+                            outcome.tokens_by_step = []
+                            outcome.cost_by_step = []
+                    done.runs.append(outcomes)
         except Exception as error:  # one file's bug must not hide the rest of the corpus
             done.errors.append(
                 ReadError(
