@@ -1,9 +1,11 @@
-"""``haltwise audit PATH... [--limits EXPR] [--config FILE] [--json] [--html FILE] [--suggest]``
+"""``haltwise audit PATH... [--limits EXPR] [--config FILE] [--json] [--html FILE] [--suggest]
+[--jobs N]``
 
 Replays every recorded run under the paths through a set of limits (``stuck()`` by default) and
 reports, per run, where it would have stopped and why, and per corpus and per model the runs
 stopped, the spend saved on runs that did not solve their task, and the solved runs that would
 have been cut. Exit status: 0, or 1 when some file could not be read (the rest is reported).
+The files are read and replayed in ``jobs`` (here, or in worker processes).
 """
 
 from __future__ import annotations
@@ -181,8 +183,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             for done in audit_files(files, plan, jobs=jobs):
                 errors.extend(done.errors)
-                if done.notes is not None:
-                    reader.add_notes(done.notes)
+                reader.add_notes(done.notes)
                 for outcomes in done.runs:
                     for index, outcome in enumerate(outcomes[replayed:]):
                         calibrated[index].append(outcome)

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.limits import Limit, as_limit
@@ -86,9 +86,10 @@ class FileAudit:
     path: Path
     corpus: str
     #: Per run, its result under each set of the plan's limits, in the plan's order.
-    runs: list[list[RunResult]] = field(default_factory=list)
-    errors: list[ReadError] = field(default_factory=list)
-    notes: ReadNotes | None = None
+    runs: list[list[RunResult]]
+    errors: list[ReadError]
+    #: What the reader noted on the file: warnings, and which runs called a tool.
+    notes: ReadNotes
 
 
 class Auditor:
@@ -102,20 +103,21 @@ class Auditor:
         self.series = plan.series
 
     def audit(self, path: Path, corpus: str) -> FileAudit:
-        done = FileAudit(path, corpus)
+        runs: list[list[RunResult]] = []
+        errors: list[ReadError] = []
         try:
             for item in self.reader.read(path, corpus):
                 if isinstance(item, ReadError):
-                    done.errors.append(item)
-                else:
-                    outcomes = replay(item, self.limits, pricer=self.pricer)
-                    if not self.series:
-                        for outcome in outcomes:
-                            outcome.tokens_by_step = []
-                            outcome.cost_by_step = []
-                    done.runs.append(outcomes)
+                    errors.append(item)
+                    continue
+                outcomes = replay(item, self.limits, pricer=self.pricer)
+                if not self.series:
+                    for outcome in outcomes:
+                        outcome.tokens_by_step = []
+                        outcome.cost_by_step = []
+                runs.append(outcomes)
         except Exception as error:  # one file's bug must not hide the rest of the corpus
-            done.errors.append(
+            errors.append(
                 ReadError(
                     str(path),
                     "",
@@ -123,8 +125,7 @@ class Auditor:
                     "this is a bug in haltwise, please report it",
                 )
             )
-        done.notes = self.reader.take_notes()
-        return done
+        return FileAudit(path, corpus, runs, errors, self.reader.take_notes())
 
 
 class WorkerDied(Exception):
