@@ -159,7 +159,9 @@ def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> 
         for path, corpus in files:
             yield auditor.audit(path, corpus)
         return
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(plan,))
+    # No more workers than files: each one builds its limits and prices before its first file.
+    workers = min(jobs, len(files))
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(plan,))
     pending: deque[tuple[Path, Future[FileAudit]]] = deque()
     queued = iter(files)
 
@@ -169,7 +171,7 @@ def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> 
             return
 
     try:
-        for _ in range(4 * jobs):
+        for _ in range(4 * workers):
             submit()
         while pending:
             path, future = pending.popleft()
