@@ -1,11 +1,12 @@
 """``haltwise audit --jobs N``: worker processes give the report one process gives, byte for byte.
 
-The tests that break a reader patch it in this process: worker processes are forked from it
-(the default on Linux) and inherit the patch.
+The tests that break a reader patch it in this process: worker processes forked from it (the
+default on Linux up to Python 3.13) inherit the patch; where workers start otherwise they skip.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,13 @@ from haltwise.cli import main
 
 DATA = Path(__file__).parent / "data"
 ALL = [str(DATA / name) for name in ("swe-agent", "mini", "tau", "openai", "haltwise", "broken")]
+
+
+#: For the tests that patch a reader here and need the workers to see the patch.
+forked_workers = pytest.mark.skipif(
+    multiprocessing.get_start_method() != "fork",
+    reason="worker processes are not forked here, so they cannot inherit a patched reader",
+)
 
 
 def _audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -74,6 +82,7 @@ def test_zero_or_auto_is_one_process_per_cpu(
     assert _audit(capsys, *ALL, "--jobs", given) == _audit(capsys, *ALL)
 
 
+@forked_workers
 def test_a_reader_that_crashes_is_a_one_line_error_naming_the_file(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -99,6 +108,7 @@ def test_a_reader_that_crashes_is_a_one_line_error_naming_the_file(
     ]
 
 
+@forked_workers
 def test_a_worker_that_dies_is_a_one_line_error_naming_the_file(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
