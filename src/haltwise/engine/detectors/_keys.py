@@ -87,51 +87,91 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 # groups, no nested quantifier (so no backtracking blow-up: the scan is linear), and a character
 # class or literal first in every branch; ``_mask`` tells the kinds apart from the text matched.
 # Every number that no branch claims is kept: counts of failures, sizes, line numbers and
-# versions are news. The branches that start with a digit or a hex letter are always scanned;
-# each of the others only when a cheap substring test finds its start in the text, since every
-# branch tried costs the scan time at every position.
+# versions are news. A branch is written as the characters it starts with (a character class)
+# and the rest of it, so that for ASCII text (nearly all of it) the branches are dispatched on
+# their first character: the scan skips every character that starts none, and tries at each
+# other one only the branches that start with it. A run of digits is matched possessively
+# (``\d*+``): what follows it is never a digit, so giving some back could not find a match.
 _CORE: Final = (
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?",
-    r"\d{1,2}:\d\d:\d\d(?:[.,]\d+)?",
-    r"0x[0-9a-fA-F]+",
-    r"\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
-    r"[0-9a-f]{7,}\b",
+    ("0-9a-fA-F", r"[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+    (r"\d", r"\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
+    (r"\d", r"\d?:\d\d:\d\d(?:[.,]\d+)?"),
+    ("0", r"x[0-9a-fA-F]+"),
+    (
+        r"\d",
+        r"\d*+(?:\.\d++)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
+    ),
+    ("0-9a-f", r"[0-9a-f]{6,}\b"),
 )
-#: (what the text must contain for the branch to be tried, the branch)
+#: (what the text must contain for the branches to be tried, the branches)
 _EXTRAS: Final = (
     (
         ("pid", "PID", "Pid", "rocess", "hread", "ort", "ORT"),
-        r"(?:pid|PID|Pid|process|Process|thread|Thread|port|Port|PORT)[ =:#]+\d+",
+        (
+            ("p", r"(?:id|rocess|ort)[ =:#]+\d+"),
+            ("P", r"(?:ID|id|rocess|ort|ORT)[ =:#]+\d+"),
+            ("tT", r"hread[ =:#]+\d+"),
+        ),
     ),
     (
         ("localhost", "127.0.0.1", "0.0.0.0", "[::"),
-        r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+",
+        (
+            ("l", r"ocalhost:\d+"),
+            ("1", r"27\.0\.0\.1:\d+"),
+            ("0", r"\.0\.0\.0:\d+"),
+            (r"\[", r"::1?\]:\d+"),
+        ),
     ),
-    (("sh: line",), r"sh: line \d+:"),
-    (("<",), r"\d+:\d\d<\d+:\d\d"),
-    (("/s",), r"\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),
-    (tuple(f"{digit}m" for digit in range(10)), r"\d+m\d+(?:\.\d+)?s\b"),
+    (("sh: line",), (("s", r"h: line \d+:"),)),
+    (("<",), ((r"\d", r"\d*+:\d\d<\d++:\d\d"),)),
+    (("/s",), ((r"\d", r"\d*+(?:\.\d++)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),)),
+    (tuple(f"{digit}m" for digit in range(10)), ((r"\d", r"\d*+m\d++(?:\.\d++)?s\b"),)),
     (
         ("/tmp/", "/var/"),
-        r"/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+",
+        (
+            (
+                "/",
+                r"tmp/[^\s'\"`:,)\]]+|var/(?:tmp|folders)/[^\s'\"`:,)\]]+|private/var/folders/\S+",
+            ),
+        ),
     ),
-    (("tmp",), r"tmp[a-z0-9_]{6,}"),
-    (("===", "---", "___", "~~~", "***", "###"), r"[=_~*#-]{3,}"),
+    (("tmp",), (("t", r"mp[a-z0-9_]{6,}"),)),
+    (("===", "---", "___", "~~~", "***", "###"), ((r"=_~*#\-", r"[=_~*#-]{2,}"),)),
 )
 #: The glyphs of rules and progress bars: a run of them is drawn to fit the text around it
 #: (``==== 3 failed in 0.52s ====`` is wider than ``==== 3 failed in 1.2s ====``).
 _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓-")
 #: The same, for text that is not ASCII (box drawing and block elements).
-_WIDE_RULES: Final = r"[━─═█▉▊▋▌▍▎▏░▒▓]{3,}"
+_WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═█▉▊▋▌▍▎▏░▒▓]{2,}")
 
 
 @functools.lru_cache(maxsize=256)
 def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
-    branches = [*_CORE, *(_EXTRAS[index][1] for index in extras)]
+    branches = [*_CORE, *(branch for index in extras for branch in _EXTRAS[index][1])]
     if wide:
         branches.append(_WIDE_RULES)
-    return re.compile("|".join(branches))
+    return re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches))
+
+
+@functools.lru_cache(maxsize=2)
+def _dispatched(rules: bool) -> re.Pattern[str]:
+    """The pattern for ASCII text (where ``\\d`` is ``[0-9]`` and no wide rule can be): every
+    branch, the rules only if ``rules``, as one alternative per character that starts any
+    (that character, then the rests of the branches it starts, in their order). With a literal
+    first in every alternative, the engine skips at once every character that starts none."""
+    extras = _EXTRAS if rules else _EXTRAS[:-1]
+    rests: dict[str, list[str]] = {}
+    for first, rest in [*_CORE, *(branch for _, group in extras for branch in group)]:
+        starts = re.compile(f"[{first}]")
+        for character in map(chr, range(128)):
+            if starts.fullmatch(character):
+                rests.setdefault(character, []).append(rest)
+    return re.compile(
+        "|".join(
+            f"{re.escape(character)}(?:{'|'.join(alternatives)})"
+            for character, alternatives in rests.items()
+        )
+    )
 
 
 #: Below this length the scan is cheaper than the substring tests: every branch is tried.
@@ -141,6 +181,11 @@ _EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 
 def _pattern(text: str) -> re.Pattern[str]:
     """The volatile-span pattern with the branches ``text`` may need."""
+    if text.isascii():
+        # What the substring tests look for is part of every match of their branches, but for
+        # the rules' (``=-=-`` is one): in ASCII text only theirs decides anything.
+        rule_needles = _EXTRAS[-1][0]
+        return _dispatched(len(text) < _SHORT or any(needle in text for needle in rule_needles))
     if len(text) < _SHORT:
         return _EVERY_BRANCH
     extras = tuple(
@@ -148,7 +193,7 @@ def _pattern(text: str) -> re.Pattern[str]:
         for index, (needles, _) in enumerate(_EXTRAS)
         if any(needle in text for needle in needles)
     )
-    return _volatile(extras, not text.isascii())
+    return _volatile(extras, True)
 
 
 _NUMBER = re.compile(r"\d+")
