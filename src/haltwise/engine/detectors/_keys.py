@@ -345,9 +345,20 @@ def error_class(
 # Actions
 
 
+_ASCII_DIGIT = re.compile("[0-9]")
+
+
+def _has_digit(text: str) -> bool:
+    """Whether a character of ``text`` is a digit (``str.isdigit``: superscripts too); for
+    ASCII text, a search in C rather than a loop over the characters."""
+    if text.isascii():
+        return _ASCII_DIGIT.search(text) is not None
+    return any(c.isdigit() for c in text)
+
+
 def _mask_value(value: str) -> str:
     value = value.strip()
-    if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+    if len(value) >= 10 and _has_digit(value[:64]):
         value = _ARGUMENT_VOLATILE.sub(_mask, value)
     return value
 
@@ -374,7 +385,7 @@ def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
             return False
         if isinstance(value, str):
             # Short strings with no digits cannot hold a uuid or a timestamp.
-            if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+            if len(value) >= 10 and _has_digit(value[:64]):
                 return False
             if value[:1].isspace() or value[-1:].isspace():
                 return False
