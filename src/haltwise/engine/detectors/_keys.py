@@ -197,7 +197,7 @@ def _pattern(text: str) -> re.Pattern[str]:
 
 
 _NUMBER = re.compile(r"\d+")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+_ASCII_DIGIT = re.compile("[0-9]")
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -246,11 +246,11 @@ def _mask_text(text: str) -> str:
     if "tmp" in text or "/var/folders" in text:
         return _pattern(text).sub(_mask, text)
     lines = text.split("\n")
-    marked = [
-        index for index, line in enumerate(lines) if len(line.translate(_NO_DIGITS)) != len(line)
-    ]
+    marked = [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
     if not marked:
         return text
+    if len(marked) == len(lines):
+        return _pattern(text).sub(_mask, text)
     chosen = "\n".join(lines[index] for index in marked)
     pattern = _pattern(chosen)
     masked = pattern.sub(_mask, chosen).split("\n")
@@ -343,9 +343,6 @@ def error_class(
 
 # --------------------------------------------------------------------------------------------
 # Actions
-
-
-_ASCII_DIGIT = re.compile("[0-9]")
 
 
 def _has_digit(text: str) -> bool:
