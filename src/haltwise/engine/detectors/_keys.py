@@ -170,7 +170,8 @@ def _dispatched(rules: bool) -> re.Pattern[str]:
         "|".join(
             f"{re.escape(character)}(?:{'|'.join(alternatives)})"
             for character, alternatives in rests.items()
-        )
+        ),
+        re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
     )
 
 
@@ -552,10 +553,13 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
 
 
 _DIGITS = re.compile(r"\d+")
+_ASCII_DIGITS = re.compile(r"\d+", re.ASCII)
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    masked = _DIGITS.sub("#", "\n".join(lines)).split("\n")
+    text = "\n".join(lines)
+    digits = _ASCII_DIGITS if text.isascii() else _DIGITS
+    masked = digits.sub("#", text).split("\n")
     return tuple((hash(line), hash(other)) for line, other in zip(lines, masked, strict=True))
 
 
