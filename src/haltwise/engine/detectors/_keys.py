@@ -270,7 +270,8 @@ _ARGUMENT_VOLATILE = re.compile(
 
 
 #: A leading line number as file viewers print it (``12:``, ``  12 |``, ``12\t``).
-_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?::|[ \t]*[|│]|\t)", re.MULTILINE)
+_LINE_NUMBER = re.compile(r"[ \t]*\d+(?::|[ \t]*[|│]|\t)")
+_BLANKS: Final = frozenset(" \t")
 
 # --------------------------------------------------------------------------------------------
 # Error classes: the kind of failure, which stays the same while its details vary.
@@ -493,7 +494,11 @@ class ResultInfo:
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    text = " ".join(text.split())
+    # No more than ``limit`` words can show: a long text is not split whole.
+    words = text.split(None, limit)
+    if len(words) > limit:
+        return " ".join(words[:limit])[: limit - 1] + "…"
+    text = " ".join(words)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -533,7 +538,12 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
     distinct: dict[str, None] = {}
-    for raw in _LINE_NUMBER.sub("", text).split("\n"):
+    for raw in text.split("\n"):
+        first = raw[:1]
+        if first in _BLANKS or first.isdecimal():  # a line number can start here
+            number = _LINE_NUMBER.match(raw)
+            if number:
+                raw = raw[number.end() :]
         line = " ".join(raw.split())[:MAX_LINE_CHARS]
         if line:
             distinct[line] = None
