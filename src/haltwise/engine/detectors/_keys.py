@@ -330,7 +330,8 @@ def error_class(
             if needle in lowered:
                 found = name
                 break
-    if found is None and len(head) <= 400 and head.count("\n") <= 3:
+    # Every phrase of ``_NOT_FOUND`` holds "found" or "for": a scan only when one may be there.
+    if found is None and len(head) <= 400 and head.count("\n") <= 3 and "fo" in lowered:
         # A short answer that nothing was found: a search that failed, not news.
         match = _NOT_FOUND.search(head)
         if match:
