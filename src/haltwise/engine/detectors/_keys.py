@@ -183,8 +183,9 @@ _EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 def _pattern(text: str) -> re.Pattern[str]:
     """The volatile-span pattern with the branches ``text`` may need."""
     if text.isascii():
-        # What the substring tests look for is part of every match of their branches, but for
-        # the rules' (``=-=-`` is one): in ASCII text only theirs decides anything.
+        # Every substring test but the rules' looks for what each match of its branches holds
+        # (in ASCII text, where a digit is 0-9): only the rules' decides anything here, since
+        # ``=-=-`` is a rule that none of theirs finds.
         rule_needles = _EXTRAS[-1][0]
         return _dispatched(len(text) < _SHORT or any(needle in text for needle in rule_needles))
     if len(text) < _SHORT:
