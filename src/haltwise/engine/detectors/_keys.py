@@ -485,8 +485,8 @@ class ResultInfo:
         #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``,
         #: the compared lines among them).
         remembered = lines if seen is None else seen
-        self.exact = frozenset(exact for exact, _ in remembered)
-        self.masked = frozenset(masked for _, masked in remembered)
+        self.exact = frozenset([exact for exact, _ in remembered])
+        self.masked = frozenset([masked for _, masked in remembered])
         #: The error class, or None when the call did not fail.
         self.error = error
         #: The result, shortened, for messages.
@@ -572,7 +572,7 @@ def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
     text = "\n".join(lines)
     digits = _ASCII_DIGITS if text.isascii() else _DIGITS
     masked = digits.sub("#", text).split("\n")
-    return tuple((hash(line), hash(other)) for line, other in zip(lines, masked, strict=True))
+    return tuple(zip(map(hash, lines), map(hash, masked), strict=True))
 
 
 _QUOTED = re.compile(r'"([^"\n]{3,200})"|\'([^\'\n]{3,200})\'')
