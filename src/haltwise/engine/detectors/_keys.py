@@ -693,6 +693,14 @@ def _analyze_result(
     )
 
 
+#: How many results' analyses are kept, by what they were made from (the output, its flags and
+#: the call's echoes): a loop that gets the same output back, in a row or round a cycle of up to
+#: 8 calls, is not analysed again. A ``ResultInfo`` is never changed once made, so events may
+#: share one. The text of the last outputs is held alive, at most this many.
+SEEN_RESULTS: Final = 8
+
+_analyze_seen_result = functools.lru_cache(maxsize=SEEN_RESULTS, typed=True)(_analyze_result)
+
 # One-entry memos keyed by the event's identity: every detector of a governor sees the same
 # event object in turn. A tuple is swapped in whole, so concurrent governors cannot tear it.
 _last_call: tuple[object, frozenset[str], ActionInfo] | None = None
@@ -718,6 +726,6 @@ def analyze_result(event: Any, action: ActionInfo | None = None) -> ResultInfo:
     if memo is not None and memo[0] is event and memo[1] is action:
         return memo[2]
     echoes = action.echoes if action is not None else ()
-    info = _analyze_result(event.content or "", event.is_error, event.exit_code, echoes)
+    info = _analyze_seen_result(event.content or "", event.is_error, event.exit_code, echoes)
     _last_result = (event, action, info)
     return info
