@@ -14,7 +14,8 @@ A result also yields a bounded set of line hashes (exact, and with digits masked
 detector judges whether it carried *new information* (see ``_base.Recent``).
 
 Everything here is a pure function of one event. Several detectors look at the same event, so
-the analysis of the last event is memoized (by identity) and computed once.
+the analysis of the last event is memoized (by identity) and computed once; and a loop gets the
+same output back, so the analyses of the last few outputs are kept by what they were made from.
 """
 
 from __future__ import annotations
