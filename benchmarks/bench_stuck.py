@@ -16,15 +16,23 @@ different, so that no detector stops the run). For each length: the mean time pe
 last 1,000 steps (or all of them), and the size of every detector's state at the end (deep,
 each shared object counted once). Both stay flat as the history grows a thousandfold.
 
+**Per tool call** (issue 15): one ``ToolCall`` and its ``ToolResult`` (a 3-line and a 1 KB
+test run, different every call) through ``Governor(limits | stuck())``, beside the same with
+the ``main`` revision (``$HALTWISE_BENCH_BASE``) imported from git, in interleaved rounds: µs
+per call for each and the median of per-round ratios. Goals: at most 5 µs and 20 µs.
+
     python benchmarks/run.py stuck
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +58,7 @@ from haltwise.engine.governor import Governor
 from haltwise.engine.limits import Leaf, Limit
 from haltwise.pricing import Prices
 from haltwise.testing import FakeClock, deep_size
+from revisions import load_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(os.environ.get("HALTWISE_TRACES", ROOT.parent / "shared" / "traces"))
@@ -212,6 +221,135 @@ def measure(length: int) -> tuple[float, int, str]:
     return elapsed / (length - timed_from), size, type(decision).__name__
 
 
+# --------------------------------------------------------------------------------------------
+# One tool call and its result, beside the base revision
+
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
+#: Calls per timed run (a fresh run before each), interleaved rounds, distinct results per size.
+CALLS_PER_RUN = 20
+ROUNDS = 300
+RESULT_POOL = 4_000
+#: Issue 15's goals, µs per tool call and its result.
+PER_CALL_GOALS = {"3-line": 5.0, "1 KB": 20.0}
+
+
+def short_result(index: int) -> str:
+    """A 3-line test run, its figures different every call."""
+    failed = 1 + index % 7
+    return (
+        f"FAILED tests/test_api.py::test_case_{index % 97} - AssertionError: "
+        f"assert {index} == {index + 1}\n"
+        f"{failed} failed, {40 + index % 13} passed in {1 + index % 9}.{index % 100:02d}s\n"
+        f"exit code 1 (run {index})"
+    )
+
+
+def long_result(index: int) -> str:
+    """About 1 KB of test output: per-file progress lines, a failure, a summary."""
+    lines = [
+        "============================= test session starts ==============================",
+        f"platform linux -- Python 3.11.7, pytest-8.3.{index % 5}, pluggy-1.5.0",
+        f"rootdir: /work/repo  collected {120 + index % 50} items",
+    ]
+    lines += [
+        f"tests/test_mod_{(index + file) % 40:02d}.py {'.' * (8 + (index + file) % 9)}"
+        f"{'F' if file == index % 6 else ''} [{10 * (file + 1):3d}%]"
+        for file in range(9)
+    ]
+    lines += [
+        "=================================== FAILURES ===================================",
+        f"___ test_handler_{index % 211} ___",
+        f"E   AssertionError: expected status 200, got {400 + index % 100} (case {index})",
+        f"=== 1 failed, {119 + index % 50} passed in {2 + index % 7}.{index % 100:02d}s ===",
+    ]
+    return "\n".join(lines)
+
+
+def tool_args(index: int) -> tuple[str, dict[str, Any]]:
+    """Call ``index``'s tool and arguments: three tools in turn, arguments that differ."""
+    if index % 3 == 0:
+        return "bash", {"command": f"pytest -x tests/test_mod_{index % 40:02d}.py -k case_{index}"}
+    if index % 3 == 1:
+        return "run_tests", {"path": f"tests/test_api_{index % 10}.py", "verbose": True}
+    return "read_file", {"path": f"src/app/module_{index}.py"}
+
+
+def per_call_loop(api: Any, results: list[str]) -> Callable[[], float]:
+    """A timed run: ``CALLS_PER_RUN`` calls and results through ``api``'s Governor with the
+    usual limits and ``stuck()``; it returns µs per call and starts at the next results."""
+    limits = (
+        api.max_turns(25)
+        | api.max_tool_calls(50)
+        | api.max_tokens(200_000)
+        | api.max_cost("5.00")
+        | api.timeout(minutes=30)
+        | api.stuck()
+    )
+    handle = api.Governor(limits).handle
+    calls = [(*tool_args(index), f"call_{index}") for index in range(CALLS_PER_RUN)]
+    position = 0
+
+    def run() -> float:
+        nonlocal position
+        handle(api.RunStarted(prompt="Fix the failing test"))
+        if position + CALLS_PER_RUN > len(results):
+            position = 0
+        outputs = results[position : position + CALLS_PER_RUN]
+        position += CALLS_PER_RUN
+        started = time.perf_counter_ns()
+        for (name, arguments, call_id), output in zip(calls, outputs, strict=True):
+            handle(api.ToolCall(name, arguments, call_id))
+            decision = handle(api.ToolResult(name, output, call_id, exit_code=1))
+        elapsed = time.perf_counter_ns() - started
+        if type(decision).__name__ in ("Stop", "Block"):  # a run that trips measures nothing
+            raise AssertionError(f"stuck() stopped the benchmark's run: {decision}")
+        return elapsed / CALLS_PER_RUN / 1_000
+
+    return run
+
+
+def per_call() -> None:
+    import haltwise
+
+    base = load_revision(BASE_REVISION, "haltwise_base")
+    print(
+        f"\nOne tool call and its result through Governor(limits | stuck()), µs per call "
+        f"({ROUNDS} interleaved rounds of {CALLS_PER_RUN} calls; median of per-round ratios)"
+    )
+    if isinstance(base, str):
+        print(f"  {BASE_REVISION}: {base}")
+    print(f"{'result':8} {'this':>8} {BASE_REVISION:>10} {'ratio':>7}  goal")
+    for size, make, offset in (("3-line", short_result, 10_000), ("1 KB", long_result, 50_000)):
+        results = [make(offset + index) for index in range(RESULT_POOL)]
+        loops = {"this": per_call_loop(haltwise, results)}
+        if not isinstance(base, str):
+            loops[BASE_REVISION] = per_call_loop(base, results)
+        times: dict[str, list[float]] = {name: [] for name in loops}
+        for loop in loops.values():
+            for _ in range(20):
+                loop()
+        gc.collect()
+        gc.disable()
+        try:
+            for round_no in range(ROUNDS):
+                order = list(loops) if round_no % 2 else list(reversed(loops))
+                for name in order:
+                    times[name].append(loops[name]())
+        finally:
+            gc.enable()
+        this = statistics.median(times["this"])
+        goal = PER_CALL_GOALS[size]
+        verdict = f"{goal:.0f} µs {'met' if this <= goal else 'NOT met'}"
+        if BASE_REVISION in times:
+            then = statistics.median(times[BASE_REVISION])
+            ratio = statistics.median(
+                a / b for a, b in zip(times["this"], times[BASE_REVISION], strict=True)
+            )
+            print(f"{size:8} {this:>8.1f} {then:>10.1f} {ratio:>6.2f}x  {verdict}")
+        else:
+            print(f"{size:8} {this:>8.1f} {'-':>10} {'-':>7}  {verdict}")
+
+
 def main() -> None:
     quality()
     print()
@@ -219,6 +357,7 @@ def main() -> None:
     for length in LENGTHS:
         per_step, size, decision = measure(length)
         print(f"{length:>8,}  {per_step * 1e6:>12.1f}  {size:>12,}  {decision}")
+    per_call()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from haltwise.engine.detectors import (
     normalize_output,
     result_fingerprint,
 )
+from haltwise.engine.detectors._keys import analyze_call, analyze_result
+from haltwise.engine.events import ToolCall, ToolResult
 
 
 def test_keys_are_sorted_canonical_json() -> None:
@@ -118,3 +120,14 @@ def test_error_classes(content: str, flags: dict[str, object], expected: str | N
 def test_a_long_listing_mentioning_not_found_is_not_an_error() -> None:
     listing = "\n".join(f"test_case_{index}: expects 'not found' handling" for index in range(30))
     assert error_class(listing) is None
+
+
+def test_an_output_seen_again_is_not_analysed_again() -> None:
+    call = ToolCall("bash", {"command": "make check"}, call_id="c1")
+    action = analyze_call(call)
+    first = analyze_result(ToolResult("bash", "3 failed in 0.5s", call_id="c1"), action)
+    again = analyze_result(ToolResult("bash", "3 failed in 0.5s", call_id="c2"), action)
+    failed = analyze_result(ToolResult("bash", "3 failed in 0.5s", "c3", exit_code=1), action)
+    assert again is first
+    assert failed is not first
+    assert failed.error is not None

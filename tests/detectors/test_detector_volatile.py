@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from haltwise import Block, Stop
 from haltwise.engine.decisions import Warn
 from haltwise.engine.detectors import normalize_output, result_fingerprint, stuck
+from haltwise.engine.detectors._keys import _EVERY_BRANCH, _dispatched, _mask
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -205,6 +206,24 @@ def test_the_same_edit_made_again_is_not_progress_though_the_file_grew() -> None
 _TEXT = st.text(
     alphabet=st.sampled_from(list("abcxyz 0123456789.:-_/=#\n\tmsµ<>[]()%|█")), max_size=200
 )
+
+
+#: Pieces of every kind of volatile span and of what comes near one, for ASCII texts.
+_PIECES = st.sampled_from(
+    [
+        *"0123456789abcdefABCDEFpPtTls/[]=_~*#-.:<> \t\nxmhZ",
+        *("ms", "sec", "hours", "MiB/s", "it/s", "0x", "pid ", "Process=", "thread #", "port:"),
+        *("PORT ", "localhost:", "127.0.0.1:", "0.0.0.0:", "[::1]:", "sh: line ", "/tmp/"),
+        *("/var/folders/", "/private/var/folders/", "tmp", "2024-01-02", "T10:20:30", "deadbeef"),
+        "12345678-abcd-1234-ef00-123456789abc",
+    ]
+)
+
+
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_ascii_text_is_masked_as_by_every_branch_in_turn(text: str) -> None:
+    # ASCII text is scanned with the branches dispatched on their first character.
+    assert _dispatched(True).sub(_mask, text) == _EVERY_BRANCH.sub(_mask, text)
 
 
 @given(_TEXT)

@@ -14,7 +14,8 @@ A result also yields a bounded set of line hashes (exact, and with digits masked
 detector judges whether it carried *new information* (see ``_base.Recent``).
 
 Everything here is a pure function of one event. Several detectors look at the same event, so
-the analysis of the last event is memoized (by identity) and computed once.
+the analysis of the last event is memoized (by identity) and computed once; and a loop gets the
+same output back, so the analyses of the last few outputs are kept by what they were made from.
 """
 
 from __future__ import annotations
@@ -87,51 +88,92 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 # groups, no nested quantifier (so no backtracking blow-up: the scan is linear), and a character
 # class or literal first in every branch; ``_mask`` tells the kinds apart from the text matched.
 # Every number that no branch claims is kept: counts of failures, sizes, line numbers and
-# versions are news. The branches that start with a digit or a hex letter are always scanned;
-# each of the others only when a cheap substring test finds its start in the text, since every
-# branch tried costs the scan time at every position.
+# versions are news. A branch is written as the characters it starts with (a character class)
+# and the rest of it, so that for ASCII text (nearly all of it) the branches are dispatched on
+# their first character: the scan skips every character that starts none, and tries at each
+# other one only the branches that start with it. A run of digits is matched possessively
+# (``\d*+``): what follows it is never a digit, so giving some back could not find a match.
 _CORE: Final = (
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?",
-    r"\d{1,2}:\d\d:\d\d(?:[.,]\d+)?",
-    r"0x[0-9a-fA-F]+",
-    r"\d+(?:\.\d+)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
-    r"[0-9a-f]{7,}\b",
+    ("0-9a-fA-F", r"[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+    (r"\d", r"\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
+    (r"\d", r"\d?:\d\d:\d\d(?:[.,]\d+)?"),
+    ("0", r"x[0-9a-fA-F]+"),
+    (
+        r"\d",
+        r"\d*+(?:\.\d++)?[ \t]?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b",
+    ),
+    ("0-9a-f", r"[0-9a-f]{6,}\b"),
 )
-#: (what the text must contain for the branch to be tried, the branch)
+#: (what the text must contain for the branches to be tried, the branches)
 _EXTRAS: Final = (
     (
         ("pid", "PID", "Pid", "rocess", "hread", "ort", "ORT"),
-        r"(?:pid|PID|Pid|process|Process|thread|Thread|port|Port|PORT)[ =:#]+\d+",
+        (
+            ("p", r"(?:id|rocess|ort)[ =:#]+\d+"),
+            ("P", r"(?:ID|id|rocess|ort|ORT)[ =:#]+\d+"),
+            ("tT", r"hread[ =:#]+\d+"),
+        ),
     ),
     (
         ("localhost", "127.0.0.1", "0.0.0.0", "[::"),
-        r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+",
+        (
+            ("l", r"ocalhost:\d+"),
+            ("1", r"27\.0\.0\.1:\d+"),
+            ("0", r"\.0\.0\.0:\d+"),
+            (r"\[", r"::1?\]:\d+"),
+        ),
     ),
-    (("sh: line",), r"sh: line \d+:"),
-    (("<",), r"\d+:\d\d<\d+:\d\d"),
-    (("/s",), r"\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),
-    (tuple(f"{digit}m" for digit in range(10)), r"\d+m\d+(?:\.\d+)?s\b"),
+    (("sh: line",), (("s", r"h: line \d+:"),)),
+    (("<",), ((r"\d", r"\d*+:\d\d<\d++:\d\d"),)),
+    (("/s",), ((r"\d", r"\d*+(?:\.\d++)?[ \t]?(?:it|[kKMG]?i?B)/s\b"),)),
+    (tuple(f"{digit}m" for digit in range(10)), ((r"\d", r"\d*+m\d++(?:\.\d++)?s\b"),)),
     (
         ("/tmp/", "/var/"),
-        r"/tmp/[^\s'\"`:,)\]]+|/var/(?:tmp|folders)/[^\s'\"`:,)\]]+|/private/var/folders/\S+",
+        (
+            (
+                "/",
+                r"tmp/[^\s'\"`:,)\]]+|var/(?:tmp|folders)/[^\s'\"`:,)\]]+|private/var/folders/\S+",
+            ),
+        ),
     ),
-    (("tmp",), r"tmp[a-z0-9_]{6,}"),
-    (("===", "---", "___", "~~~", "***", "###"), r"[=_~*#-]{3,}"),
+    (("tmp",), (("t", r"mp[a-z0-9_]{6,}"),)),
+    (("===", "---", "___", "~~~", "***", "###"), ((r"=_~*#\-", r"[=_~*#-]{2,}"),)),
 )
 #: The glyphs of rules and progress bars: a run of them is drawn to fit the text around it
 #: (``==== 3 failed in 0.52s ====`` is wider than ``==== 3 failed in 1.2s ====``).
 _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓-")
 #: The same, for text that is not ASCII (box drawing and block elements).
-_WIDE_RULES: Final = r"[━─═█▉▊▋▌▍▎▏░▒▓]{3,}"
+_WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═█▉▊▋▌▍▎▏░▒▓]{2,}")
 
 
 @functools.lru_cache(maxsize=256)
 def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
-    branches = [*_CORE, *(_EXTRAS[index][1] for index in extras)]
+    branches = [*_CORE, *(branch for index in extras for branch in _EXTRAS[index][1])]
     if wide:
         branches.append(_WIDE_RULES)
-    return re.compile("|".join(branches))
+    return re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches))
+
+
+@functools.lru_cache(maxsize=2)
+def _dispatched(rules: bool) -> re.Pattern[str]:
+    """The pattern for ASCII text (where ``\\d`` is ``[0-9]`` and no wide rule can be): every
+    branch, the rules only if ``rules``, as one alternative per character that starts any
+    (that character, then the rests of the branches it starts, in their order). With a literal
+    first in every alternative, the engine skips at once every character that starts none."""
+    extras = _EXTRAS if rules else _EXTRAS[:-1]
+    rests: dict[str, list[str]] = {}
+    for first, rest in [*_CORE, *(branch for _, group in extras for branch in group)]:
+        starts = re.compile(f"[{first}]")
+        for character in map(chr, range(128)):
+            if starts.fullmatch(character):
+                rests.setdefault(character, []).append(rest)
+    return re.compile(
+        "|".join(
+            f"{re.escape(character)}(?:{'|'.join(alternatives)})"
+            for character, alternatives in rests.items()
+        ),
+        re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
+    )
 
 
 #: Below this length the scan is cheaper than the substring tests: every branch is tried.
@@ -141,6 +183,12 @@ _EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 
 def _pattern(text: str) -> re.Pattern[str]:
     """The volatile-span pattern with the branches ``text`` may need."""
+    if text.isascii():
+        # Every substring test but the rules' looks for what each match of its branches holds
+        # (in ASCII text, where a digit is 0-9): only the rules' decides anything here, since
+        # ``=-=-`` is a rule that none of theirs finds.
+        rule_needles = _EXTRAS[-1][0]
+        return _dispatched(len(text) < _SHORT or any(needle in text for needle in rule_needles))
     if len(text) < _SHORT:
         return _EVERY_BRANCH
     extras = tuple(
@@ -148,11 +196,11 @@ def _pattern(text: str) -> re.Pattern[str]:
         for index, (needles, _) in enumerate(_EXTRAS)
         if any(needle in text for needle in needles)
     )
-    return _volatile(extras, not text.isascii())
+    return _volatile(extras, True)
 
 
 _NUMBER = re.compile(r"\d+")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+_ASCII_DIGIT = re.compile("[0-9]")
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -201,11 +249,11 @@ def _mask_text(text: str) -> str:
     if "tmp" in text or "/var/folders" in text:
         return _pattern(text).sub(_mask, text)
     lines = text.split("\n")
-    marked = [
-        index for index, line in enumerate(lines) if len(line.translate(_NO_DIGITS)) != len(line)
-    ]
+    marked = [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
     if not marked:
         return text
+    if len(marked) == len(lines):
+        return _pattern(text).sub(_mask, text)
     chosen = "\n".join(lines[index] for index in marked)
     pattern = _pattern(chosen)
     masked = pattern.sub(_mask, chosen).split("\n")
@@ -224,7 +272,8 @@ _ARGUMENT_VOLATILE = re.compile(
 
 
 #: A leading line number as file viewers print it (``12:``, ``  12 |``, ``12\t``).
-_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?::|[ \t]*[|│]|\t)", re.MULTILINE)
+_LINE_NUMBER = re.compile(r"[ \t]*\d+(?::|[ \t]*[|│]|\t)")
+_BLANKS: Final = frozenset(" \t")
 
 # --------------------------------------------------------------------------------------------
 # Error classes: the kind of failure, which stays the same while its details vary.
@@ -283,7 +332,8 @@ def error_class(
             if needle in lowered:
                 found = name
                 break
-    if found is None and len(head) <= 400 and head.count("\n") <= 3:
+    # Every phrase of ``_NOT_FOUND`` holds "found" or "for": a scan only when one may be there.
+    if found is None and len(head) <= 400 and head.count("\n") <= 3 and "fo" in lowered:
         # A short answer that nothing was found: a search that failed, not news.
         match = _NOT_FOUND.search(head)
         if match:
@@ -300,9 +350,17 @@ def error_class(
 # Actions
 
 
+def _has_digit(text: str) -> bool:
+    """Whether a character of ``text`` is a digit (``str.isdigit``: superscripts too); for
+    ASCII text, a search in C rather than a loop over the characters."""
+    if text.isascii():
+        return _ASCII_DIGIT.search(text) is not None
+    return any(c.isdigit() for c in text)
+
+
 def _mask_value(value: str) -> str:
     value = value.strip()
-    if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+    if len(value) >= 10 and _has_digit(value[:64]):
         value = _ARGUMENT_VOLATILE.sub(_mask, value)
     return value
 
@@ -329,7 +387,7 @@ def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
             return False
         if isinstance(value, str):
             # Short strings with no digits cannot hold a uuid or a timestamp.
-            if len(value) >= 10 and any(c.isdigit() for c in value[:64]):
+            if len(value) >= 10 and _has_digit(value[:64]):
                 return False
             if value[:1].isspace() or value[-1:].isspace():
                 return False
@@ -428,8 +486,8 @@ class ResultInfo:
         #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``,
         #: the compared lines among them).
         remembered = lines if seen is None else seen
-        self.exact = frozenset(exact for exact, _ in remembered)
-        self.masked = frozenset(masked for _, masked in remembered)
+        self.exact = frozenset([exact for exact, _ in remembered])
+        self.masked = frozenset([masked for _, masked in remembered])
         #: The error class, or None when the call did not fail.
         self.error = error
         #: The result, shortened, for messages.
@@ -439,7 +497,11 @@ class ResultInfo:
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    text = " ".join(text.split())
+    # No more than ``limit`` words can show: a long text is not split whole.
+    words = text.split(None, limit)
+    if len(words) > limit:
+        return " ".join(words[:limit])[: limit - 1] + "…"
+    text = " ".join(words)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -479,7 +541,12 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
     distinct: dict[str, None] = {}
-    for raw in _LINE_NUMBER.sub("", text).split("\n"):
+    for raw in text.split("\n"):
+        first = raw[:1]
+        if first in _BLANKS or first.isdecimal():  # a line number can start here
+            number = _LINE_NUMBER.match(raw)
+            if number:
+                raw = raw[number.end() :]
         line = " ".join(raw.split())[:MAX_LINE_CHARS]
         if line:
             distinct[line] = None
@@ -499,11 +566,14 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
 
 
 _DIGITS = re.compile(r"\d+")
+_ASCII_DIGITS = re.compile(r"\d+", re.ASCII)
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    masked = _DIGITS.sub("#", "\n".join(lines)).split("\n")
-    return tuple((hash(line), hash(other)) for line, other in zip(lines, masked, strict=True))
+    text = "\n".join(lines)
+    digits = _ASCII_DIGITS if text.isascii() else _DIGITS
+    masked = digits.sub("#", text).split("\n")
+    return tuple(zip(map(hash, lines), map(hash, masked), strict=True))
 
 
 _QUOTED = re.compile(r'"([^"\n]{3,200})"|\'([^\'\n]{3,200})\'')
@@ -624,6 +694,14 @@ def _analyze_result(
     )
 
 
+#: How many results' analyses are kept, by what they were made from (the output, its flags and
+#: the call's echoes): a loop that gets the same output back, in a row or round a cycle of up to
+#: 8 calls, is not analysed again. A ``ResultInfo`` is never changed once made, so events may
+#: share one. The text of the last outputs is held alive, at most this many.
+SEEN_RESULTS: Final = 8
+
+_analyze_seen_result = functools.lru_cache(maxsize=SEEN_RESULTS, typed=True)(_analyze_result)
+
 # One-entry memos keyed by the event's identity: every detector of a governor sees the same
 # event object in turn. A tuple is swapped in whole, so concurrent governors cannot tear it.
 _last_call: tuple[object, frozenset[str], ActionInfo] | None = None
@@ -649,6 +727,6 @@ def analyze_result(event: Any, action: ActionInfo | None = None) -> ResultInfo:
     if memo is not None and memo[0] is event and memo[1] is action:
         return memo[2]
     echoes = action.echoes if action is not None else ()
-    info = _analyze_result(event.content or "", event.is_error, event.exit_code, echoes)
+    info = _analyze_seen_result(event.content or "", event.is_error, event.exit_code, echoes)
     _last_result = (event, action, info)
     return info
