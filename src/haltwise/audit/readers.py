@@ -756,59 +756,44 @@ def _tag_name(text: str, start: int, end: int) -> tuple[str, int] | None:
     return name, close + 1
 
 
-def _parameters(text: str, start: int, end: int) -> tuple[dict[str, str], int]:
-    """The ``<parameter=KEY>VALUE</parameter>`` pairs in ``text[start:end]``, and how many
-    tags could not be read. A value the model did not close runs to the next tag."""
-    arguments: dict[str, str] = {}
+def _tagged(text: str, tag: str, start: int, end: int) -> tuple[list[tuple[str, int, int]], int]:
+    """Each ``<TAG=NAME>BODY</TAG>`` in ``text[start:end]`` as (NAME, where BODY starts, where it
+    ends), and how many opening tags could not be read. A body the model did not close ends
+    where the next opening tag begins, or at ``end``: harnesses stop the model's output at the
+    closing tag, so it is often missing."""
+    opener, closer = f"<{tag}=", f"</{tag}>"
+    found: list[tuple[str, int, int]] = []
     unreadable = 0
     close = opening = _UNSEARCHED
     position = start
     while True:
-        begin = text.find("<parameter=", position, end)
+        begin = text.find(opener, position, end)
         if begin < 0:
-            return arguments, unreadable
-        tag = _tag_name(text, begin + len("<parameter="), end)
-        if tag is None:
+            return found, unreadable
+        named = _tag_name(text, begin + len(opener), end)
+        if named is None:
             unreadable += 1
-            position = begin + len("<parameter=")
+            position = begin + len(opener)
             continue
-        key, value_start = tag
-        close = _find(text, "</parameter>", value_start, end, close)
-        opening = _find(text, "<parameter=", value_start, end, opening)
-        value_end = min(at for at in (close, opening, end) if at >= 0)
-        arguments[key] = text[value_start:value_end].strip("\n")
-        position = value_end + len("</parameter>") if value_end == close else value_end
+        name, body_start = named
+        close = _find(text, closer, body_start, end, close)
+        opening = _find(text, opener, body_start, end, opening)
+        body_end = min(at for at in (close, opening, end) if at >= 0)
+        found.append((name, body_start, body_end))
+        position = body_end + len(closer) if body_end == close else body_end
 
 
 def _function_blocks(text: str) -> tuple[list[tuple[str, dict[str, str]]], int]:
     """The ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` calls in ``text``,
-    and how many tags could not be read.
-
-    A block the model did not close ends where the next begins, or with the text: harnesses
-    stop the model's output at ``</function>``, so the closing tag is often missing.
-    """
+    and how many tags could not be read (a value not closed runs to the next tag)."""
+    blocks, unreadable = _tagged(text, "function", 0, len(text))
     calls: list[tuple[str, dict[str, str]]] = []
-    unreadable = 0
-    close = opening = _UNSEARCHED
-    position = 0
-    end = len(text)
-    while True:
-        start = text.find("<function=", position)
-        if start < 0:
-            return calls, unreadable
-        tag = _tag_name(text, start + len("<function="), end)
-        if tag is None:
-            unreadable += 1
-            position = start + len("<function=")
-            continue
-        name, body_start = tag
-        close = _find(text, "</function>", body_start, end, close)
-        opening = _find(text, "<function=", body_start, end, opening)
-        body_end = min(at for at in (close, opening, end) if at >= 0)
-        arguments, bad = _parameters(text, body_start, body_end)
-        calls.append((name, arguments))
+    for name, body_start, body_end in blocks:
+        parameters, bad = _tagged(text, "parameter", body_start, body_end)
         unreadable += bad
-        position = body_end + len("</function>") if body_end == close else body_end
+        arguments = {key: text[begin:stop].strip("\n") for key, begin, stop in parameters}
+        calls.append((name, arguments))
+    return calls, unreadable
 
 
 def _shell_blocks(text: str, fences: frozenset[str]) -> tuple[list[str], int]:
