@@ -65,6 +65,7 @@ from .runs import (
     USAGE_NONE,
     USAGE_PER_STEP,
     ReadError,
+    ReadNote,
     Run,
     RunMeta,
     ended_on_limit,
@@ -153,20 +154,10 @@ def detect_format(path: Path) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadWarning:
+class ReadWarning(ReadNote):
     """Something about what was read that the audit's figures should be read with: a corpus
     whose runs hold no tool call, so that no stuck detector could fire on them, or blocks of a
     file that could not be read as calls."""
-
-    #: The file, or the folder of the corpus.
-    source: str
-    #: Where in the file (``messages[12]``), or ``""``.
-    position: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f" at {self.position}" if self.position else ""
-        return f"{self.source}{where}: {self.message}"
 
 
 #: What each format's files hold a tool call as: said when a corpus yields none.

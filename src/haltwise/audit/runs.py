@@ -15,7 +15,15 @@ from decimal import Decimal
 
 from ..engine.events import Event
 
-__all__ = ["USAGE_ESTIMATED", "USAGE_NONE", "USAGE_PER_STEP", "ReadError", "Run", "RunMeta"]
+__all__ = [
+    "USAGE_ESTIMATED",
+    "USAGE_NONE",
+    "USAGE_PER_STEP",
+    "ReadError",
+    "ReadNote",
+    "Run",
+    "RunMeta",
+]
 
 #: Where a run's per-step usage came from.
 USAGE_PER_STEP = "per step"
@@ -68,14 +76,20 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadError:
-    """A file, or one run in it, that could not be read."""
+class ReadNote:
+    """What a reader says about a place in what it read: ``source at position: message``."""
 
+    #: The file, or the folder of a corpus.
     source: str
-    #: Where in the file: ``line 12, column 4``, ``trajectory[7]``, ``item 31``.
+    #: Where in the file: ``line 12, column 4``, ``trajectory[7]``, ``item 31``; or ``""``.
     position: str
     message: str
 
     def __str__(self) -> str:
         where = f" at {self.position}" if self.position else ""
         return f"{self.source}{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadError(ReadNote):
+    """A file, or one run in it, that could not be read."""
