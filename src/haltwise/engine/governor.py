@@ -31,6 +31,7 @@ from typing import Any
 
 from .budgets import Refused, SharedBudgets
 from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
+from .dispatch import Dispatch
 from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
     Event,
@@ -185,8 +186,9 @@ class Governor:
         self._cancel_code = "cancelled"
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
-        #: Held while an event is decided and counted. Hold it to read several values as one.
-        self.lock = threading.RLock()
+        #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
+        self._dispatch = Dispatch(self, threading.RLock(), clock, plain=parent is None)
+        self.handle = self._dispatch.handle
         #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
         #: priced by the cost limit's check and again when it is counted.
         self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
@@ -207,8 +209,6 @@ class Governor:
         self._tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
-        #: True while nothing but the limits can change the next decision (the fast path).
-        self._plain = parent is None
         self._handlers: dict[type, Callable[[Any], Decision]] = {
             RunStarted: self._on_run_started,
             TurnStarting: self._on_turn_starting,
@@ -221,9 +221,9 @@ class Governor:
             Progress: self._on_other,
             RunEnded: self._on_run_ended,
         }
-        #: What ``handle`` dispatches to on its fast path: the general handlers, or with some
-        #: of them replaced by ones written for the limits (``hotpath``).
-        self._hot = self._handlers
+        #: What ``handle`` dispatches to on its fast path (``_dispatch.hot``): the general
+        #: handlers, or with some of them replaced by ones written for the limits (``hotpath``).
+        self._dispatch.use(self._handlers)
         #: The tables the handlers were last written for, and those handlers.
         self._written: tuple[object, dict[type, Callable[[Any], Decision]]] | None = None
         self._install(as_limit(limits))
@@ -231,26 +231,22 @@ class Governor:
     # ----------------------------------------------------------------------------------------
     # Public surface
 
-    def handle(self, event: Event) -> Decision:
-        """The decision for ``event``. Safe to call from any thread or task."""
-        # acquire/release rather than ``with``: the pair costs half as much on the hot path.
-        lock = self.lock
-        lock.acquire()
-        try:
-            due = self._due
-            if due is not None and self._clock() >= due:
-                self._time_is_up()
-            if self._plain:
-                # The common case, in one test: live, unasked, uncancelled, no parent.
-                handler = self._hot.get(type(event))
-                if handler is not None:
-                    decision: Decision = handler(event)
-                    return decision
-            return self._handle_slowly(event)
-        finally:
-            lock.release()
+    #: ``handle(event)``: the decision for ``event``. Safe to call from any thread or task.
+    #: (The compiled dispatch's method itself, set per governor: no Python call in between.)
+    handle: Callable[[Event], Decision]
 
-    __call__ = handle
+    def __call__(self, event: Event) -> Decision:
+        """The decision for ``event`` (``handle``)."""
+        return self._dispatch.handle(event)
+
+    @property
+    def lock(self) -> Any:
+        """Held while an event is decided and counted. Hold it to read several values as one."""
+        return self._dispatch.lock
+
+    @lock.setter
+    def lock(self, lock: Any) -> None:
+        self._dispatch.lock = lock
 
     def _handle_slowly(self, event: Event) -> Decision:
         if self._cancel_reason is not None:
@@ -279,7 +275,7 @@ class Governor:
     def _refresh(self) -> None:
         """Recompute the fast-path flag after the run's state changed."""
         with self._cancel_lock:  # a cancel() between the read and the write must not be lost
-            self._plain = (
+            self._dispatch.plain = (
                 self._cancel_reason is None
                 and self._stopped is None
                 and self._pending is None
@@ -340,7 +336,7 @@ class Governor:
         with self._cancel_lock:
             self._cancel_reason = reason
             self._cancel_code = code
-            self._plain = False
+            self._dispatch.plain = False
             listeners = list(self._cancel_listeners)
         for listener in listeners:
             listener()
@@ -1078,7 +1074,7 @@ class Governor:
                 owner=self,
             )
             self._pending = (ask, limit, before, ctx)
-            self._plain = False
+            self._dispatch.plain = False
             return ask
         if policy == "best_effort":
             return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit, ctx=ctx)
@@ -1162,7 +1158,7 @@ class Governor:
         )
         stop = Stop(outcome, synthesize=synthesize, provider_called=provider_called)
         self._stopped = stop
-        self._plain = False
+        self._dispatch.plain = False
         return stop
 
     # ----------------------------------------------------------------------------------------
@@ -1205,7 +1201,7 @@ class Governor:
     def _from_parent(self, decision: Decision) -> Decision:
         if isinstance(decision, Stop):
             self._stopped = decision
-            self._plain = False
+            self._dispatch.plain = False
         return decision
 
     def _resolve_for_parent(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
@@ -1305,24 +1301,25 @@ class Governor:
         if due is not None and self._clock() >= due:
             self._time_is_up()
         else:
-            self._due = due
+            self._dispatch.due = due
             self._use(self._fast_tables)
 
     def _time_is_up(self) -> None:
         """A plain time limit's deadline has passed: every limit is checked from now on, in its
         place in the limit expression, until a deadline moves again."""
-        self._due = None
+        self._dispatch.due = None
         self._use(self._full_tables)
 
     def _use(self, tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]]) -> None:
-        self._hot = self._handlers
+        hot = self._handlers
         if tables is self._fast_tables and self._run.started_at is not None:
             # Written once a run has started (a governor never run writes nothing), and again
             # whenever the limits or phases change (``_install`` makes new tables).
             if self._written is None or self._written[0] is not tables:
                 written = compile_handlers(self)
                 self._written = (tables, {**self._handlers, **written} if written else {})
-            self._hot = self._written[1] or self._handlers
+            hot = self._written[1] or self._handlers
+        self._dispatch.use(hot)
         if self._tables is tables:
             return
         self._pre_run, self._post_run = tables[RunStarted]
