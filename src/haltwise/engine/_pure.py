@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["cast", "cclass", "compiled", "dataclasses", "declare", "int"]
+__all__ = ["cclass", "compiled", "dataclasses", "declare", "int"]
 
 _T = TypeVar("_T")
 
@@ -28,11 +28,6 @@ int = int
 def cclass(cls: type[_T]) -> type[_T]:
     """Compiled: an extension type. Interpreted: the class as written."""
     return cls
-
-
-def cast(kind: type[_T], value: Any) -> _T:
-    """Compiled: ``value`` read as a ``kind`` without a check. Interpreted: ``value``."""
-    return value  # type: ignore[no-any-return]
 
 
 def declare(kind: type[_T], value: Any = None, **_: Any) -> _T:

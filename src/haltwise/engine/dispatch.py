@@ -82,6 +82,7 @@ class Dispatch:
         "before_checks",
         "clock",
         "due",
+        "early",
         "fast_request",
         "fast_response",
         "flat",
@@ -107,6 +108,9 @@ class Dispatch:
         self.due: float | None = None
         #: True while nothing but the limits can change the next decision (the fast path).
         self.plain = plain
+        #: A note a limit gave before the event spent, returned once the event is admitted
+        #: (``Governor._pre``).
+        self.early: Any = None
         #: The fast path's handlers by event type (``use``), and whether those of an LLM
         #: call's two events are this dispatch's own (called without a lookup).
         self.hot: dict[type, Any] = {}
@@ -177,22 +181,20 @@ class Dispatch:
         governor = self.governor
         flight = self.flight
         requests: list[Any] = flight.requests
-        if governor._early is not None or len(requests) >= MAX_IN_FLIGHT:
+        if self.early is not None or len(requests) >= MAX_IN_FLIGHT:
             return governor._on_model_request(event)
-        request = cython.declare(ModelRequest, event)
         run = self.run
         session = self.session
-        model = request.model
-        wanted = request.max_tokens
-        asked = request.input_tokens
+        model = event.model
+        wanted = event.max_tokens
+        asked = event.input_tokens
         # The prompt's size, as each tally estimates it when the driver does not say.
         prompt_run = run.last_input_tokens if asked is None else asked
         prompt_session = session.last_input_tokens if asked is None else asked
         worst_run = None
         checks: tuple[Check, ...] | None = self.before_checks
         assert checks is not None
-        for item in checks:
-            check = cython.cast(Check, item)
+        for check in checks:
             slot = check.slot
             tally = check.tally
             kind = check.kind
@@ -243,7 +245,7 @@ class Dispatch:
             cost = worst_run  # the run's cost limit priced this very request
         else:
             cost = governor.request_cost(model, prompt_run, wanted) if model else None
-        requests.append((request.request_id, model, prompt_run, output, cost, ()))
+        requests.append((event.request_id, model, prompt_run, output, cost, ()))
         flight.input_tokens += prompt_run
         flight.output_tokens += output
         if cost is not None:
@@ -264,13 +266,12 @@ class Dispatch:
         # Mirrors Governor._count_response and _add_usage for an answered response whose
         # request (if any) holds nothing of a shared budget; then the checks after it.
         governor = self.governor
-        response = cython.declare(ModelResponse, event)
-        if governor._early is not None or not response.answered:
+        if self.early is not None or not event.answered:
             return governor._on_model_response(event)
         flight = self.flight
         requests: list[Any] = flight.requests
         if requests:
-            request_id = response.request_id
+            request_id = event.request_id
             index = flight.index(request_id) if request_id else 0
             if requests[index][5]:
                 return governor._on_model_response(event)
@@ -280,12 +281,12 @@ class Dispatch:
             held = reservation[4]
             if held is not None:
                 flight.cost -= held
-        input_tokens = response.input_tokens
-        output_tokens = response.output_tokens
-        cache_read = response.cache_read_tokens
-        cache_write = response.cache_write_tokens
-        given = response.cost
-        model = response.model
+        input_tokens = event.input_tokens
+        output_tokens = event.output_tokens
+        cache_read = event.cache_read_tokens
+        cache_write = event.cache_write_tokens
+        given = event.cost
+        model = event.model
         cost: Any
         if given is not None:
             cost = units(given)
@@ -301,12 +302,14 @@ class Dispatch:
             ):
                 cost = self.unit_price(model, input_tokens, output_tokens, cache_read, cache_write)
             else:
-                cost = (
-                    (input_tokens - cache_read - cache_write) * found[0]
-                    + output_tokens * found[1]
-                    + cache_read * found[2]
-                    + cache_write * found[3]
-                )
+                # Cached tokens are priced apart; most responses have none written, many none read.
+                cost = (input_tokens - cache_read - cache_write) * found[0] + output_tokens * found[
+                    1
+                ]
+                if cache_read:
+                    cost += cache_read * found[2]
+                if cache_write:
+                    cost += cache_write * found[3]
         else:
             cost = None
         run = self.run
@@ -329,14 +332,13 @@ class Dispatch:
         else:
             run.cost += cost
             session.cost += cost
-        if response.text:
-            governor._last_text = response.text
+        if event.text:
+            governor._last_text = event.text
         if cost is None and self.priced:
             return governor._after_response(event, cost)
         checks: tuple[Check, ...] | None = self.after_checks
         assert checks is not None
-        for item in checks:
-            check = cython.cast(Check, item)
+        for check in checks:
             slot = check.slot
             tally = check.tally
             kind = check.kind

@@ -175,8 +175,6 @@ class Governor:
         #: The open question: the ask, the limit that asked, whether it asked before spending, and
         #: the context of that limit (the governor, or a phase).
         self._pending: tuple[Ask, Limit, bool, Context] | None = None
-        #: A note a limit gave before the event spent, returned once the event is admitted.
-        self._early: Warn | None = None
         #: Set while a child counts an event whose before-checks already passed.
         self._checked = False
         #: A limit the human has just let through, skipped for the event being re-handled.
@@ -706,7 +704,7 @@ class Governor:
                 return decision
         self._run.turns += 1
         self._session.turns += 1
-        if self._post_turn or self._early is not None:
+        if self._post_turn or self._dispatch.early is not None:
             return self._post(self._post_turn, event)
         return CONTINUE
 
@@ -720,7 +718,7 @@ class Governor:
             if decision is not None:
                 return decision
         max_tokens = self._count_request(event)
-        if self._post_request or self._early is not None:
+        if self._post_request or self._dispatch.early is not None:
             decision = self._post(self._post_request, event)
         else:
             decision = CONTINUE
@@ -910,7 +908,7 @@ class Governor:
         session.tool_calls += 1
         run.tool_calls_by_name[name] = run.tool_calls_by_name.get(name, 0) + 1
         session.tool_calls_by_name[name] = session.tool_calls_by_name.get(name, 0) + 1
-        if self._post_tool or self._early is not None:
+        if self._post_tool or self._dispatch.early is not None:
             return self._post(self._post_tool, event)
         return CONTINUE
 
@@ -1003,6 +1001,7 @@ class Governor:
         if self._checked:
             return None
         bypass = self._bypass
+        dispatch = self._dispatch
         for limit, slot, ctx in checks:
             if limit is bypass:
                 continue
@@ -1011,19 +1010,20 @@ class Governor:
                 continue
             if type(verdict) is Warn:
                 # A note before the event spends: the event is still admitted.
-                self._early = verdict if self._early is None else _join(self._early, verdict)
+                early = dispatch.early
+                dispatch.early = verdict if early is None else _join(early, verdict)
                 continue
             if type(verdict) is Block:
-                self._early = None
+                dispatch.early = None
                 return verdict
             decision = self._trip(limit, slot, event, str(verdict), before=True, ctx=ctx)
             if decision is not None:
-                self._early = None
+                dispatch.early = None
                 return decision
         return None
 
     def _post(self, checks: tuple[_Check, ...], event: Event) -> Decision:
-        warn, self._early = self._early, None
+        warn, self._dispatch.early = self._dispatch.early, None
         for limit, slot, ctx in checks:
             verdict = limit.post(event, slot, ctx)
             if verdict is None:
@@ -1182,7 +1182,8 @@ class Governor:
             self._budgets.undo(holds)
             if type(event) is ModelResponse and isinstance(decision, Stop):
                 self._count_response(event)  # the parent counted it; so does the child
-            self._early = None  # the child's own note was for an event that did not happen
+            # The child's own note was for an event that did not happen.
+            self._dispatch.early = None
             return decision
         if type(event) is ModelRequest and holds:
             self._holds = tuple(hold for hold in holds if hold[1])

@@ -133,7 +133,14 @@ class _Plan:
 
     def arguments(self) -> tuple[Any, ...]:
         governor = self.governor
-        return (governor, governor._run, governor._session, CONTINUE, tuple(self.slots))
+        return (
+            governor,
+            governor._dispatch,
+            governor._run,
+            governor._session,
+            CONTINUE,
+            tuple(self.slots),
+        )
 
     def slot(self, slot: Slot | None) -> str:
         assert slot is not None
@@ -145,7 +152,7 @@ class _Plan:
 
     def source(self) -> str:
         lines = [
-            "def build(governor, run, session, CONTINUE, slots):",
+            "def build(governor, dispatch, run, session, CONTINUE, slots):",
             f"    {', '.join(f'slot{i}' for i in range(len(self.slots)))}, = slots"
             if self.slots
             else "    pass",
@@ -164,7 +171,7 @@ class _Plan:
     def _turn_starting(self, pre: tuple[_Check, ...], post: tuple[_Check, ...]) -> list[str]:
         lines = [
             "def on_turn_starting(event):",
-            "    if governor._early is not None:",
+            "    if dispatch.early is not None:",
             "        return governor._on_turn_starting(event)",
         ]
         for limit, slot, _ in pre:
@@ -179,7 +186,7 @@ class _Plan:
     def _tool_call(self, pre: tuple[_Check, ...], post: tuple[_Check, ...]) -> list[str]:
         lines = [
             "def on_tool_call(event):",
-            "    if governor._early is not None:",
+            "    if dispatch.early is not None:",
             "        return governor._on_tool_call(event)",
             "    name = event.name",
         ]
