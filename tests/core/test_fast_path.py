@@ -16,6 +16,7 @@ outcomes after every step.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -264,12 +265,11 @@ def traces(seed: int) -> list[list[str]]:
     results = []
     for chosen, steps in _random_cases(seed):
         clock = FakeClock()
-        ids = iter(range(10**6))
         governor = Governor(
             any_of(*(_LIMITS[index] for index in chosen)),
             clock=clock,
             pricer=Prices(_PRICES),
-            new_id=lambda ids=ids: str(next(ids)),
+            new_id=map(str, itertools.count()).__next__,
         )
         governor.handle(RunStarted("task"))
         trace = []
