@@ -4,11 +4,13 @@ It never sleeps, prompts or does I/O, except saving a checkpoint through its led
 stops. Drivers (``haltwise.drivers``, framework adapters, the agent, replay) carry its decisions
 out; none of them repeats its logic.
 
-Hot path: a dict lookup by event type, then only the limits that check that type, each O(1)
-over running totals. Nothing is allocated unless a limit warns, asks, blocks or stops (a
-request's reservation aside). For the common limits, the handlers of the four most frequent
-events are written for the limit set with its checks inlined (``hotpath.py``); they hand any
-event they would not decide as the general handlers do to those.
+Hot path: ``handle`` is the method of the governor's ``Dispatch`` (``dispatch.py``, compiled
+by Cython when haltwise is installed with a C compiler): a dict lookup by event type, then only
+the limits that check that type, each O(1) over running totals. Nothing is allocated unless a
+limit warns, asks, blocks or stops (a request's reservation aside). For the common limits, the
+four most frequent events get handlers of their own (``hotpath.py``): written for the limit set
+with its checks inlined (turns, tool calls), or the dispatch's for an LLM call's two events;
+they hand any event they would not decide as the general handlers do to those.
 
 Threads and tasks: any number may report events for one governor. Each event is decided and
 counted under one lock, so a check and the count it allows are one step: no count is lost and
