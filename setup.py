@@ -39,8 +39,14 @@ def _extensions() -> list[Extension]:
     except ImportError:
         print("haltwise: Cython is not installed: installing pure Python", file=sys.stderr)
         return []
+    # No debug information: it would make each extension five times its size.
+    flags = [] if sys.platform == "win32" else ["-g0"]
     extensions = [
-        Extension(name, [str(Path("src", *name.split(".")).with_suffix(".py"))])
+        Extension(
+            name,
+            [str(Path("src", *name.split(".")).with_suffix(".py"))],
+            extra_compile_args=flags,
+        )
         for name in COMPILED.MODULES
     ]
     return cythonize(
