@@ -20,7 +20,9 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   archive`` and imported under another name, so that a change to the hot path is measured
   before and after in the same run. Skipped, saying why, outside a git checkout.
 
-Then one LLM call as a driver reports it (its two events built and handled), next to the same
+Then one LLM call as a driver reports it (its two events built and handled) by the build in
+force (compiled, when haltwise was installed with a C compiler) and by the pure build (the same
+sources, copied without their extensions and imported as ``haltwise_pure``), next to the same
 at BASE and to building the events alone; then the memory of one governed run (tracemalloc)
 and of a Governor itself.
 
@@ -31,13 +33,17 @@ a cProfile of the Governor over the same stream (not part of the benchmark's rec
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from genai_prices import calc_price
@@ -107,6 +113,26 @@ def limits(api: Any = haltwise) -> Limit:
         | api.timeout(minutes=30)
     )
     return limit
+
+
+def load_pure() -> Any:
+    """This haltwise's pure build: its package copied without the compiled extensions (and
+    their digest) and imported as ``haltwise_pure``, beside the build in force."""
+    source = Path(haltwise.__file__).resolve().parent
+    package = Path(tempfile.mkdtemp(prefix="haltwise-pure-")) / "haltwise_pure"
+    shutil.copytree(
+        source, package, ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "_compiled.sha256")
+    )
+    spec = importlib.util.spec_from_file_location(
+        "haltwise_pure", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["haltwise_pure"] = module
+    spec.loader.exec_module(module)
+    assert module._compiled.BUILD == "pure"
+    return module
 
 
 def load_base() -> Any:
@@ -587,9 +613,13 @@ class ByHandCalls:
 
 def measure_llm_call() -> None:
     """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
+    build = haltwise._compiled.BUILD
+    pure = load_pure()
     loops = {
-        "haltwise Governor": call_loop(haltwise, Governor(limits()).handle),
-        "  its two events, built only": call_loop(haltwise, None),
+        f"haltwise Governor ({build})": call_loop(haltwise, Governor(limits()).handle),
+        f"  its two events, built only ({build})": call_loop(haltwise, None),
+        "haltwise Governor (pure)": call_loop(pure, pure.Governor(limits(pure)).handle),
+        "  its two events, built only (pure)": call_loop(pure, None),
         "by hand in ints (pure-Python floor)": call_loop(haltwise, ByHandCalls().handle),
     }
     base = load_base()
@@ -614,15 +644,17 @@ def measure_llm_call() -> None:
         f"\none LLM call (ModelRequest + ModelResponse built and handled), ns per call, "
         f"median of {ROUNDS * 4} interleaved runs of {CALLS_PER_RUN} calls"
     )
-    print(f"{'':34}{'ns/call':>9}{'vs haltwise':>13}")
+    print(f"{'':42}{'ns/call':>9}{'vs haltwise':>13}")
     for name in names:
         ratio = statistics.median(
             mine / theirs for mine, theirs in zip(times[name], first, strict=True)
         )
-        print(f"{name:34}{statistics.median(times[name]):>9.0f}{ratio:>12.2f}x")
-    ns = statistics.median(first)
-    verdict = "PASS" if ns <= CALL_GOAL_NS else "OVER"
-    print(f"goal: one LLM call at most {CALL_GOAL_NS} ns: {verdict} ({ns:.0f} ns)")
+        print(f"{name:42}{statistics.median(times[name]):>9.0f}{ratio:>12.2f}x")
+    print(f"(build in force: {build}, {haltwise._compiled.REASON})")
+    for name in (names[0], "haltwise Governor (pure)"):
+        ns = statistics.median(times[name])
+        verdict = "PASS" if ns <= CALL_GOAL_NS else "OVER"
+        print(f"goal: one LLM call at most {CALL_GOAL_NS} ns, {name}: {verdict} ({ns:.0f} ns)")
 
 
 # ------------------------------------------------------------------------------------------------

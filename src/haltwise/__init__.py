@@ -5,6 +5,11 @@ The flat public surface. The engine (``haltwise.engine``) decides; drivers
 the scripted OpenAI-compatible server and fake clock for tests.
 """
 
+from . import _compiled
+
+# Before any compiled module is imported: the compiled build, or the pure one (_compiled.py).
+_compiled.choose()
+
 from importlib import metadata as _metadata
 
 from .config import Settings, load_config, parse_turn_limit
@@ -177,4 +182,4 @@ __all__ = [
     "unlimited",
 ]
 
-from .engine import policies  # noqa: E402  (the policy factories: policies.ask(timeout=30), ...)
+from .engine import policies  # the policy factories: policies.ask(timeout=30), ...

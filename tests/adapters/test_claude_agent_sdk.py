@@ -121,7 +121,7 @@ class Agent:
             self.log.append((type(event).__name__, getattr(event, "call_id", "")))
             return handle(event)
 
-        governor.handle = recording  # type: ignore[method-assign]
+        governor.handle = recording
         return guard
 
     def requests(self) -> list[dict[str, Any]]:

@@ -207,12 +207,17 @@ def test_a_bad_input_is_one_line_and_an_exit_code(case: Case, tmp_path: Path) ->
 def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
     from importlib.metadata import version
 
+    from haltwise import _compiled
+
+    # The build in force follows: compiled or pure, and why.
     done = run_haltwise("--version", cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (
         0,
-        f"haltwise {version('haltwise')}\n",
+        f"haltwise {version('haltwise')} ({_compiled.BUILD}: {_compiled.REASON})\n",
         "",
     )
+    done = run_haltwise("--version", cwd=tmp_path, HALTWISE_PURE="1")
+    assert done.stdout == f"haltwise {version('haltwise')} (pure: HALTWISE_PURE is set)\n"
 
 
 # --------------------------------------------------------------------------------------------

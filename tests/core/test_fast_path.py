@@ -7,13 +7,26 @@ given, unpriced models, asks answered every way, soft thresholds, shadow limits,
 mid-run, runs restored from checkpoints) through two governors, one of them never writing
 handlers, and requires the same decisions, errors, usage, standings and checkpoints after every
 step.
+
+``test_the_compiled_build_decides_as_the_pure_one`` drives the same kind of random runs through
+the compiled build (the Cython extensions of ``haltwise/_compiled.py``) and, in a subprocess,
+the pure one (``HALTWISE_PURE=1``), and requires the same decisions, errors, counts and
+outcomes after every step.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +49,7 @@ from haltwise import (
     ToolResult,
     TurnEnded,
     TurnStarting,
+    _compiled,
     any_of,
     max_cost,
     max_model_calls,
@@ -53,7 +67,7 @@ class _General(Governor):
 
     def _use(self, tables: Any) -> None:
         super()._use(tables)
-        self._hot = self._handlers
+        self._dispatch.use(self._handlers)
 
 
 _PRICES = {"m": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "2"}}
@@ -191,13 +205,21 @@ def test_the_written_handlers_decide_as_the_general_ones_do(
 
 def test_handlers_are_written_for_the_common_limits_once_a_run_starts() -> None:
     governor = Governor(max_turns(25) | max_tool_calls(50) | max_tokens(200_000) | max_cost("5"))
-    assert governor._hot is governor._handlers  # nothing written for a governor never run
+    hot = governor._dispatch.hot
+    assert hot is governor._handlers  # nothing written for a governor never run
     governor.handle(RunStarted("task"))
     written = source(governor)
-    for name in ("on_turn_starting", "on_model_request", "on_model_response", "on_tool_call"):
+    for name in ("on_turn_starting", "on_tool_call"):
         assert f"def {name}(event):" in written
     assert "if run.turns - slot0.baseline >= 25 + slot0.extra:" in written
-    assert governor._hot[TurnStarting] is not governor._handlers[TurnStarting]
+    hot = governor._dispatch.hot
+    assert hot[TurnStarting] is not governor._handlers[TurnStarting]
+    # An LLM call's two events are the dispatch's own handlers, given the limits' numbers.
+    assert hot[ModelRequest] == governor._dispatch.on_model_request
+    assert hot[ModelResponse] == governor._dispatch.on_model_response
+    before = governor._dispatch.before_checks
+    assert before is not None
+    assert [check.maximum for check in before] == [200_000, 5 * 10**18]
 
 
 def test_no_handler_is_written_where_a_check_cannot_be_inlined() -> None:
@@ -210,4 +232,73 @@ def test_no_handler_is_written_where_a_check_cannot_be_inlined() -> None:
     phased.handle(RunStarted("task"))
     phased.enter_phase("plan", max_tool_calls(1))
     assert source(phased) == ""
-    assert phased._hot is phased._handlers
+    assert phased._dispatch.hot is phased._handlers
+
+
+#: Random runs compared between the builds, and steps in each.
+_CASES = 150
+_STEPS = 60
+
+
+def _random_cases(seed: int) -> list[tuple[list[int], list[_Step]]]:
+    chooser = random.Random(seed)
+    cases = []
+    for _ in range(_CASES):
+        chosen = chooser.sample(range(len(_LIMITS)), chooser.randint(1, 5))
+        steps: list[_Step] = [
+            (
+                chooser.randrange(len(_EVENTS)),
+                chooser.choice([0.0, 1.0, 20.0]),
+                chooser.randrange(len(_ANSWERS)),
+                chooser.choice([-1] * 12 + list(range(len(_LIMITS)))),
+                chooser.random() < 0.1,
+            )
+            for _ in range(chooser.randint(0, _STEPS))
+        ]
+        cases.append((chosen, steps))
+    return cases
+
+
+def traces(seed: int) -> list[list[str]]:
+    """For each random case, the repr of every step's result and of the governor's state after
+    it: what the two builds must agree on."""
+    results = []
+    for chosen, steps in _random_cases(seed):
+        clock = FakeClock()
+        governor = Governor(
+            any_of(*(_LIMITS[index] for index in chosen)),
+            clock=clock,
+            pricer=Prices(_PRICES),
+            new_id=map(str, itertools.count()).__next__,
+        )
+        governor.handle(RunStarted("task"))
+        trace = []
+        for step in steps:
+            trace.append(repr(_step(governor, clock, step)))
+            trace.append(repr(_state(governor)))
+        results.append(trace)
+    return results
+
+
+@pytest.mark.skipif(_compiled.BUILD != "compiled", reason="the compiled build is not in force")
+def test_the_compiled_build_decides_as_the_pure_one() -> None:
+    seed = random.randrange(2**32)
+    compiled = traces(seed)
+    here = Path(__file__).resolve().parent
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from haltwise import _compiled; assert _compiled.BUILD == 'pure', _compiled.REASON; "
+        "import test_fast_path; print(json.dumps(test_fast_path.traces(int(sys.argv[2]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(here), str(seed)],
+        env={**os.environ, "HALTWISE_PURE": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    pure = json.loads(done.stdout)
+    for index, (mine, theirs) in enumerate(zip(compiled, pure, strict=True)):
+        for step, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert a == b, f"seed {seed}, case {index}, line {step}: {_random_cases(seed)[index]}"

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .. import __version__
+from .. import __version__, _compiled
 from ..engine.errors import ConfigurationError, HaltwiseError
 from ._errors import EXIT_BROKEN_PIPE, crash_log_path, log_crash, say, silence_stdout
 
@@ -55,7 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="haltwise",
         description="Make every LLM agent loop halt at the right moment, with nothing lost.",
     )
-    parser.add_argument("--version", action="version", version=f"haltwise {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"haltwise {__version__} ({_compiled.BUILD}: {_compiled.REASON})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = _load(name)

@@ -11,14 +11,30 @@ Order within one run::
       Injected may come at any point; it never starts a new run
       Progress may come at any point: the agent or a tool says what moved
     RunEnded
+
+Compiled (``haltwise/_compiled.py``), each is a frozen extension type written by Cython's
+dataclass support; interpreted, a frozen slotted dataclass (``_pure.py``). Both have the same
+fields, defaults, equality, hash, repr, ``dataclasses.fields`` and ``replace``, and pickle.
+Assigning to a field raises ``AttributeError`` (``FrozenInstanceError``, a subclass of it, when
+interpreted). ``events.pxd`` declares the fields the compiled dispatch reads directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError  # Cython's own stand-ins: haltwise's are the same everywhere
+    except ImportError:
+        from . import _pure as cython
 
 __all__ = [
     "Event",
@@ -34,38 +50,9 @@ __all__ = [
     "TurnStarting",
 ]
 
-_E = TypeVar("_E")
 
-
-def _quick(cls: type[_E]) -> type[_E]:
-    """``cls`` with an ``__init__`` that stores each field through its slot's descriptor.
-
-    A frozen dataclass's own ``__init__`` stores through ``object.__setattr__``, which costs
-    twice as much, and drivers build an event for every step of a loop. The signature,
-    defaults and everything else of the dataclass are unchanged.
-    """
-    params = []
-    namespace: dict[str, Any] = {}
-    for field in fields(cls):  # type: ignore[arg-type]
-        assert field.default_factory is MISSING, "events hold values: no default factories"
-        namespace[f"_set_{field.name}"] = getattr(cls, field.name).__set__
-        if field.default is MISSING:
-            params.append(field.name)
-        else:
-            namespace[f"_default_{field.name}"] = field.default
-            params.append(f"{field.name}=_default_{field.name}")
-    body = "".join(f"    _set_{f.name}(self, {f.name})\n" for f in fields(cls))  # type: ignore[arg-type]
-    text = f"def __init__(self, {', '.join(params)}):\n{body or '    pass'}\n"
-    exec(text, namespace)  # our own source, written from the dataclass's fields
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
-
-
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class RunStarted:
     """A user prompt starts a run: run-scoped counts reset and the run's clock starts."""
 
@@ -75,13 +62,14 @@ class RunStarted:
     run_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class TurnStarting:
     """A turn (one model round trip with its tool calls) is about to run."""
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class ModelRequest:
     """A model call is about to be sent."""
 
@@ -100,8 +88,8 @@ class ModelRequest:
     adjustable: bool = True
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class ModelResponse:
     """A model call returned, with its usage."""
 
@@ -127,8 +115,8 @@ class ModelResponse:
     answered: bool = True
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class ToolCall:
     """A tool is about to be called."""
 
@@ -138,8 +126,8 @@ class ToolCall:
     call_id: str = ""
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class ToolResult:
     """A tool call returned."""
 
@@ -151,8 +139,8 @@ class ToolResult:
     exit_code: int | None = None
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class TurnEnded:
     """A turn finished."""
 
@@ -160,16 +148,16 @@ class TurnEnded:
     text: str | None = None
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class Injected:
     """A user message arrived mid-run. It is context for the same run: no count resets."""
 
     text: str = ""
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class Progress:
     """The agent or a tool reports progress: how a stuck detector tells paging from looping."""
 
@@ -180,8 +168,8 @@ class Progress:
     note: str = ""
 
 
-@_quick
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class RunEnded:
     """The agent finished the run on its own."""
 

@@ -4,11 +4,13 @@ It never sleeps, prompts or does I/O, except saving a checkpoint through its led
 stops. Drivers (``haltwise.drivers``, framework adapters, the agent, replay) carry its decisions
 out; none of them repeats its logic.
 
-Hot path: a dict lookup by event type, then only the limits that check that type, each O(1)
-over running totals. Nothing is allocated unless a limit warns, asks, blocks or stops (a
-request's reservation aside). For the common limits, the handlers of the four most frequent
-events are written for the limit set with its checks inlined (``hotpath.py``); they hand any
-event they would not decide as the general handlers do to those.
+Hot path: ``handle`` is the method of the governor's ``Dispatch`` (``dispatch.py``, compiled
+by Cython when haltwise is installed with a C compiler): a dict lookup by event type, then only
+the limits that check that type, each O(1) over running totals. Nothing is allocated unless a
+limit warns, asks, blocks or stops (a request's reservation aside). For the common limits, the
+four most frequent events get handlers of their own (``hotpath.py``): written for the limit set
+with its checks inlined (turns, tool calls), or the dispatch's for an LLM call's two events;
+they hand any event they would not decide as the general handlers do to those.
 
 Threads and tasks: any number may report events for one governor. Each event is decided and
 counted under one lock, so a check and the count it allows are one step: no count is lost and
@@ -31,6 +33,7 @@ from typing import Any
 
 from .budgets import Refused, SharedBudgets
 from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
+from .dispatch import Dispatch
 from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
     Event,
@@ -174,8 +177,6 @@ class Governor:
         #: The open question: the ask, the limit that asked, whether it asked before spending, and
         #: the context of that limit (the governor, or a phase).
         self._pending: tuple[Ask, Limit, bool, Context] | None = None
-        #: A note a limit gave before the event spent, returned once the event is admitted.
-        self._early: Warn | None = None
         #: Set while a child counts an event whose before-checks already passed.
         self._checked = False
         #: A limit the human has just let through, skipped for the event being re-handled.
@@ -185,8 +186,9 @@ class Governor:
         self._cancel_code = "cancelled"
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
-        #: Held while an event is decided and counted. Hold it to read several values as one.
-        self.lock = threading.RLock()
+        #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
+        self._dispatch = Dispatch(self, threading.RLock(), clock, plain=parent is None)
+        self.handle = self._dispatch.handle
         #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
         #: priced by the cost limit's check and again when it is counted.
         self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
@@ -207,8 +209,6 @@ class Governor:
         self._tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}
         #: Trips of shadow-mode limits, in order.
         self.shadow_trips: list[ShadowTrip] = []
-        #: True while nothing but the limits can change the next decision (the fast path).
-        self._plain = parent is None
         self._handlers: dict[type, Callable[[Any], Decision]] = {
             RunStarted: self._on_run_started,
             TurnStarting: self._on_turn_starting,
@@ -221,9 +221,9 @@ class Governor:
             Progress: self._on_other,
             RunEnded: self._on_run_ended,
         }
-        #: What ``handle`` dispatches to on its fast path: the general handlers, or with some
-        #: of them replaced by ones written for the limits (``hotpath``).
-        self._hot = self._handlers
+        #: What ``handle`` dispatches to on its fast path (``_dispatch.hot``): the general
+        #: handlers, or with some of them replaced by ones written for the limits (``hotpath``).
+        self._dispatch.use(self._handlers)
         #: The tables the handlers were last written for, and those handlers.
         self._written: tuple[object, dict[type, Callable[[Any], Decision]]] | None = None
         self._install(as_limit(limits))
@@ -231,26 +231,22 @@ class Governor:
     # ----------------------------------------------------------------------------------------
     # Public surface
 
-    def handle(self, event: Event) -> Decision:
-        """The decision for ``event``. Safe to call from any thread or task."""
-        # acquire/release rather than ``with``: the pair costs half as much on the hot path.
-        lock = self.lock
-        lock.acquire()
-        try:
-            due = self._due
-            if due is not None and self._clock() >= due:
-                self._time_is_up()
-            if self._plain:
-                # The common case, in one test: live, unasked, uncancelled, no parent.
-                handler = self._hot.get(type(event))
-                if handler is not None:
-                    decision: Decision = handler(event)
-                    return decision
-            return self._handle_slowly(event)
-        finally:
-            lock.release()
+    #: ``handle(event)``: the decision for ``event``. Safe to call from any thread or task.
+    #: (The compiled dispatch's method itself, set per governor: no Python call in between.)
+    handle: Callable[[Event], Decision]
 
-    __call__ = handle
+    def __call__(self, event: Event) -> Decision:
+        """The decision for ``event`` (``handle``)."""
+        return self._dispatch.handle(event)
+
+    @property
+    def lock(self) -> Any:
+        """Held while an event is decided and counted. Hold it to read several values as one."""
+        return self._dispatch.lock
+
+    @lock.setter
+    def lock(self, lock: Any) -> None:
+        self._dispatch.lock = lock
 
     def _handle_slowly(self, event: Event) -> Decision:
         if self._cancel_reason is not None:
@@ -279,7 +275,7 @@ class Governor:
     def _refresh(self) -> None:
         """Recompute the fast-path flag after the run's state changed."""
         with self._cancel_lock:  # a cancel() between the read and the write must not be lost
-            self._plain = (
+            self._dispatch.plain = (
                 self._cancel_reason is None
                 and self._stopped is None
                 and self._pending is None
@@ -340,7 +336,7 @@ class Governor:
         with self._cancel_lock:
             self._cancel_reason = reason
             self._cancel_code = code
-            self._plain = False
+            self._dispatch.plain = False
             listeners = list(self._cancel_listeners)
         for listener in listeners:
             listener()
@@ -710,7 +706,7 @@ class Governor:
                 return decision
         self._run.turns += 1
         self._session.turns += 1
-        if self._post_turn or self._early is not None:
+        if self._post_turn or self._dispatch.early is not None:
             return self._post(self._post_turn, event)
         return CONTINUE
 
@@ -724,7 +720,7 @@ class Governor:
             if decision is not None:
                 return decision
         max_tokens = self._count_request(event)
-        if self._post_request or self._early is not None:
+        if self._post_request or self._dispatch.early is not None:
             decision = self._post(self._post_request, event)
         else:
             decision = CONTINUE
@@ -914,7 +910,7 @@ class Governor:
         session.tool_calls += 1
         run.tool_calls_by_name[name] = run.tool_calls_by_name.get(name, 0) + 1
         session.tool_calls_by_name[name] = session.tool_calls_by_name.get(name, 0) + 1
-        if self._post_tool or self._early is not None:
+        if self._post_tool or self._dispatch.early is not None:
             return self._post(self._post_tool, event)
         return CONTINUE
 
@@ -1007,6 +1003,7 @@ class Governor:
         if self._checked:
             return None
         bypass = self._bypass
+        dispatch = self._dispatch
         for limit, slot, ctx in checks:
             if limit is bypass:
                 continue
@@ -1015,19 +1012,20 @@ class Governor:
                 continue
             if type(verdict) is Warn:
                 # A note before the event spends: the event is still admitted.
-                self._early = verdict if self._early is None else _join(self._early, verdict)
+                early = dispatch.early
+                dispatch.early = verdict if early is None else _join(early, verdict)
                 continue
             if type(verdict) is Block:
-                self._early = None
+                dispatch.early = None
                 return verdict
             decision = self._trip(limit, slot, event, str(verdict), before=True, ctx=ctx)
             if decision is not None:
-                self._early = None
+                dispatch.early = None
                 return decision
         return None
 
     def _post(self, checks: tuple[_Check, ...], event: Event) -> Decision:
-        warn, self._early = self._early, None
+        warn, self._dispatch.early = self._dispatch.early, None
         for limit, slot, ctx in checks:
             verdict = limit.post(event, slot, ctx)
             if verdict is None:
@@ -1078,7 +1076,7 @@ class Governor:
                 owner=self,
             )
             self._pending = (ask, limit, before, ctx)
-            self._plain = False
+            self._dispatch.plain = False
             return ask
         if policy == "best_effort":
             return self._stop(Status.COMPLETED_WITH_WARNINGS, limit.reason, message, limit, ctx=ctx)
@@ -1162,7 +1160,7 @@ class Governor:
         )
         stop = Stop(outcome, synthesize=synthesize, provider_called=provider_called)
         self._stopped = stop
-        self._plain = False
+        self._dispatch.plain = False
         return stop
 
     # ----------------------------------------------------------------------------------------
@@ -1186,7 +1184,8 @@ class Governor:
             self._budgets.undo(holds)
             if type(event) is ModelResponse and isinstance(decision, Stop):
                 self._count_response(event)  # the parent counted it; so does the child
-            self._early = None  # the child's own note was for an event that did not happen
+            # The child's own note was for an event that did not happen.
+            self._dispatch.early = None
             return decision
         if type(event) is ModelRequest and holds:
             self._holds = tuple(hold for hold in holds if hold[1])
@@ -1205,7 +1204,7 @@ class Governor:
     def _from_parent(self, decision: Decision) -> Decision:
         if isinstance(decision, Stop):
             self._stopped = decision
-            self._plain = False
+            self._dispatch.plain = False
         return decision
 
     def _resolve_for_parent(self, ask: Ask, answer: Answer | Choice | bool | None) -> Decision:
@@ -1305,24 +1304,25 @@ class Governor:
         if due is not None and self._clock() >= due:
             self._time_is_up()
         else:
-            self._due = due
+            self._dispatch.due = due
             self._use(self._fast_tables)
 
     def _time_is_up(self) -> None:
         """A plain time limit's deadline has passed: every limit is checked from now on, in its
         place in the limit expression, until a deadline moves again."""
-        self._due = None
+        self._dispatch.due = None
         self._use(self._full_tables)
 
     def _use(self, tables: dict[type, tuple[tuple[_Check, ...], tuple[_Check, ...]]]) -> None:
-        self._hot = self._handlers
+        hot = self._handlers
         if tables is self._fast_tables and self._run.started_at is not None:
             # Written once a run has started (a governor never run writes nothing), and again
             # whenever the limits or phases change (``_install`` makes new tables).
             if self._written is None or self._written[0] is not tables:
                 written = compile_handlers(self)
                 self._written = (tables, {**self._handlers, **written} if written else {})
-            self._hot = self._written[1] or self._handlers
+            hot = self._written[1] or self._handlers
+        self._dispatch.use(hot)
         if self._tables is tables:
             return
         self._pre_run, self._post_run = tables[RunStarted]
