@@ -64,14 +64,13 @@ class Exchange:
     agent_id: str | None
     #: What the gate admitted it as (its request id).
     request_id: str = ""
-    #: The answer's HTTP status; 0 when none came.
-    status: int = 0
     #: The response's usage as the API reported it (``message_start``, then ``message_delta``).
     usage: dict[str, int] = field(default_factory=dict)
     #: The text it wrote, in pieces, and how many tool calls it asked for.
     text: list[str] = field(default_factory=list)
     tool_calls: int = 0
-    #: Whether the whole response arrived.
+    #: Whether it was answered: the whole response arrived, or an error (nothing to pay for).
+    #: False when it was sent and no whole answer came: it is then worth what it reserved.
     complete: bool = False
 
 
@@ -140,7 +139,10 @@ class MessagesProxy:
             while await self._one_request(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # the CLI went away, or sent what is not HTTP
+            pass  # the CLI went away, or sent what is not HTTP/1.1
+        except (httpx.HTTPError, ValueError):
+            pass  # the real endpoint broke off its answer, or the request could not be read:
+            # the CLI sees its connection close, as it would have without haltwise
         finally:
             self._connections.discard(task)
             writer.close()
@@ -298,7 +300,6 @@ class _Reader:
 
     async def whole(self, status: int) -> None:
         exchange = self.exchange
-        exchange.status = status
         exchange.complete = True  # an error answer has nothing to pay for
         if status < 400:
             try:
@@ -332,7 +333,6 @@ class _Reader:
         exchange = self.exchange
         kind = event.get("type")
         if kind == "message_start":
-            exchange.status = 200
             exchange.usage.update(_numbers((event.get("message") or {}).get("usage")))
         elif kind == "content_block_start":
             if (event.get("content_block") or {}).get("type") == "tool_use":
