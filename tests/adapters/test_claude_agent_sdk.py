@@ -987,3 +987,15 @@ def test_the_endpoint_refuses_with_a_final_error_and_reports_an_unreachable_upst
     assert unreachable.status_code == 502
     assert unreachable.json()["error"]["type"] == "api_error"
     assert reported == [("r2", True, {})]  # answered, with nothing spent
+
+
+def test_a_cloud_backend_the_endpoint_cannot_see_is_a_configuration_error(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    agent = agent_for([FINAL])
+    env = {**agent.server.claude_code_env(agent.home), "CLAUDE_CODE_USE_BEDROCK": "1"}
+    governed = govern(agent.options(env=env), Guard(max_turns(2)))
+
+    with pytest.raises(ConfigurationError, match="CLAUDE_CODE_USE_BEDROCK"):
+        run(governed.run("Hi?"))
+    assert agent.requests() == []

@@ -6,53 +6,38 @@
     result = await governed.run("Why does the parser test fail?")
     result.outcome.status, result.output, result.result          # Governed[ResultMessage]
 
-The agent loop runs in the Claude Code CLI that the SDK starts; haltwise sees it through the
-CLI's hooks (``ClaudeAgentOptions.hooks``, answered in this process) and the SDK's message
-stream. Where each event comes from:
+The agent loop runs in the Claude Code CLI that the SDK starts. haltwise sees it in three
+places: a local endpoint in front of the Anthropic Messages API (``_messages_proxy``), which the
+CLI is given as ``ANTHROPIC_BASE_URL`` for the run; the CLI's hooks (``ClaudeAgentOptions.hooks``,
+answered in this process); and the SDK's message stream. Where each event comes from:
 
-- ``UserPromptSubmit`` (before the first model request): ``TurnStarting`` and ``ModelRequest``;
-- ``PostToolBatch`` (once every call of a response has resolved, before the next request):
-  ``TurnEnded``, ``TurnStarting`` and ``ModelRequest`` for the main loop; ``ModelRequest`` for a
-  sub-agent's next request. Notes from soft limits go into that request as the hook's
-  ``additionalContext`` (the CLI appends it to the last tool result);
-- the message stream: ``ModelResponse`` with the API's own usage, from the ``message_start`` and
-  ``message_delta`` stream events of each main-loop response (so the options are given
-  ``include_partial_messages=True``), and from each sub-agent ``AssistantMessage``;
+- the endpoint: ``ModelRequest`` for every ``POST /v1/messages`` the CLI sends (the main loop's,
+  every sub-agent's, retries, the turn that gives a background sub-agent's news, requests the
+  CLI makes on its own), with the request's own ``model`` and ``max_tokens``, before it is
+  forwarded; refused, it never leaves: the CLI gets a 400 (final: it retries 429 and 5xx) and
+  is interrupted. ``ModelResponse`` with the API's usage, text and number of tool calls, read
+  from the answer as it streams through, reported the moment the answer is whole, before the
+  CLI has its last bytes;
+- ``UserPromptSubmit``: ``TurnStarting`` (and ``Injected`` for a turn the CLI starts on its own
+  to give a background sub-agent's news); ``PostToolBatch`` (once every call of a response has
+  resolved): ``TurnEnded`` and ``TurnStarting`` for the main loop. Notes from soft limits go into
+  the next request as the hook's ``additionalContext``. A news turn that no hook precedes (the
+  CLI starts one so after an interrupt) is counted when its first message arrives;
 - ``PreToolUse``: ``ToolCall``. For the main loop the hook waits until the whole response has
-  arrived, then reports every call of it before any runs; a refused call is denied
-  (``permissionDecision: "deny"`` with the refusal as its reason: the model sees a tool error
-  and the run goes on);
+  arrived (the stream's ``message_start`` to ``message_stop``, hence
+  ``include_partial_messages=True``), then reports every call of it before any runs; a refused
+  call is denied (``permissionDecision: "deny"`` with the refusal as its reason: the model sees
+  a tool error and the run goes on);
 - ``PostToolUse`` / ``PostToolUseFailure``: ``ToolResult``;
-- the ``Agent`` (``Task``) tool: a sub-agent's tool calls and requests come through the same
-  hooks and count against the same run; its first request is reported when its ``Agent`` call
-  is admitted, the last point before the CLI starts it;
-- ``SubagentStop``: a sub-agent ends on its own. A background sub-agent's news wakes the main
-  loop in a request of its own, and in some paths no hook precedes that request (the turn the
-  CLI starts after an interrupt; news that comes as the main loop's turn ends): so it is
-  reported here, while the sub-agent waits, and the turn that gives the news uses it. Refused,
-  the run stops and the sub-agent is killed before the CLI takes its result;
-- ``Stop``: the main loop ends its turn, or goes on at once with the news of a background
-  sub-agent that finished (a round trip reported there).
+- ``SubagentStop``: a background sub-agent ended, and the CLI owes the main loop a turn with its
+  news: the run waits for that turn before it ends.
 
-A stop answers the hook it happens in with ``continue: false``: the CLI ends the run cleanly
-before sending anything more. Once a sub-agent has been admitted, the CLI is interrupted first
-(which kills every sub-agent: the CLI gives no news of a killed one), then the hook is
-answered: ``continue: false`` alone would let a sub-agent end on its own and wake the main
-loop. A stop that happens elsewhere (a usage limit passed by a response, ``cancel()``, a
-deadline) interrupts the client. A stopped run is over once the CLI's turn has ended: it does
-not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes
-(or a human's "wrap up") writes the final answer with one more model call through the SDK
-(``query()`` with no tools, from the evidence gathered), counted like any other; its
-``ResultMessage`` is the run's result.
-
-What only the CLI sees before sending: a request it retries after an API error (counted when
-the CLI reports the retry, and interrupted if over a limit; a sub-agent's failed requests that
-the CLI sends again without reporting a retry are not seen at all), the news of a background
-sub-agent that ended in an error (no ``SubagentStop``: counted at the hook of the turn that
-gives it; if none precedes it, only its usage counts, when its response arrives), and requests
-it makes on its own (none with non-essential traffic off); these, and the output tokens of
-sub-agent responses (the stream carries a sub-agent response before its final usage), are
-reconciled from the ``ResultMessage``'s per-model usage when the run ends.
+A stop in a hook answers ``continue: false``: the CLI ends the run cleanly. Whatever else still
+runs (a background sub-agent) gets its next request refused at the endpoint. A stop elsewhere
+(at the endpoint, a usage limit passed by a response, ``cancel()``, a deadline) interrupts the
+client. A stop that synthesizes (or a human's "wrap up") writes the final answer with one more
+model call through the SDK (``query()`` with no tools, from the evidence gathered, straight to
+the real endpoint), counted like any other; its ``ResultMessage`` is the run's result.
 
 What does not live here: the decisions (``haltwise.engine``) and how they are carried out in a
 loop (``haltwise.drivers.guard``); the scripted Anthropic server the tests run the CLI against
