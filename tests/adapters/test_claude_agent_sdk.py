@@ -999,3 +999,36 @@ def test_a_cloud_backend_the_endpoint_cannot_see_is_a_configuration_error(
     with pytest.raises(ConfigurationError, match="CLAUDE_CODE_USE_BEDROCK"):
         run(governed.run("Hi?"))
     assert agent.requests() == []
+
+
+def test_the_endpoint_reads_a_plain_answer_for_its_usage_text_and_calls(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
+
+    agent = agent_for([looks("a", "b", usage=(300, 25), text="Both.")])
+    reported: list[tuple[dict[str, int], str, int, bool]] = []
+
+    async def gate(exchange: Exchange) -> tuple[str, None]:
+        return "r1", None
+
+    async def report(exchange: Exchange) -> None:
+        usage = dict(exchange.usage)
+        reported.append((usage, "".join(exchange.text), exchange.tool_calls, exchange.complete))
+
+    async def exchange() -> dict[str, Any]:
+        proxy = MessagesProxy(agent.server.base_url, gate, report)
+        try:
+            async with httpx.AsyncClient(base_url=await proxy.start()) as client:
+                body = {"model": MODEL, "max_tokens": 64, "messages": []}
+                answer = await client.post("/v1/messages", json=body)
+                return dict(answer.json())
+        finally:
+            await proxy.close()
+
+    message = run(exchange())
+
+    assert [block["type"] for block in message["content"]] == ["text", "tool_use", "tool_use"]
+    usage = {"input_tokens": 300, "output_tokens": 25}
+    usage |= {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    assert reported == [(usage, "Both.", 2, True)]
