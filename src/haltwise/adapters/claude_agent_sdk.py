@@ -286,25 +286,28 @@ class GovernedClaude:
             session.run = run
             self._session = session
             proxy = MessagesProxy(upstream, session.admit, session.answered)
+            client: ClaudeSDKClient | None = None
+            owned = False
             try:
                 await self._listen(proxy)
                 client, owned = self._client_for(proxy, upstream, session_id, run.time_left())
-                try:
-                    if owned or not self._connected:
-                        await client.connect()
-                        self._connected = True
-                    await client.query(prompt)
-                    await session.consume(client)
-                    await session.admitted()
-                    if session.failure is not None:
-                        raise session.failure
-                finally:
-                    session.finished = True
-                    await session.close(client, owned)
+                if owned or not self._connected:
+                    await client.connect()
+                    self._connected = True
+                await client.query(prompt)
+                await session.consume(client)
+                await session.admitted()
+                if session.failure is not None:
+                    raise session.failure
             finally:
                 session.finished = True
-                await proxy.close()
-                self._session = None
+                try:
+                    if client is not None:
+                        await session.close(client, owned)
+                finally:
+                    # Last, so that nothing the CLI still sends can get past it.
+                    await proxy.close()
+                    self._session = None
             await session.settle()
         self.messages = session.messages
         assert run.outcome is not None
