@@ -9,6 +9,8 @@ interleaved rounds in one process (each run starts its own CLI, as ``govern(opti
 - ``+ do-nothing hooks``: the same with the stream events and the five hooks haltwise uses in
   this task, each answering at once: what any hook-based governance pays the CLI's control
   protocol;
+- ``+ pass-through endpoint``: the bare client, its requests through haltwise's local Messages
+  endpoint with a gate that admits everything: what seeing every request before it goes costs;
 - ``govern(options, guard)``: with ``max_turns(25) | max_tool_calls(50) | max_tokens(200_000) |
   max_cost("5.00") | timeout(minutes=30)``, so that every hook reports and every limit checks,
   and every request goes through haltwise's local Messages endpoint on its way to the server.
@@ -52,6 +54,7 @@ from claude_agent_sdk import (
 
 from haltwise import Guard, Limit, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
+from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
 from haltwise.adapters.claude_agent_sdk import govern
 from haltwise.testing import AnthropicServer, Reply, reply, tool_call
 
@@ -129,6 +132,22 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
         assert result.result == ANSWER, result
         return result.duration_ms / 1e3
 
+    async def admit(exchange: Exchange) -> tuple[str, None]:
+        return "", None
+
+    async def ignore(exchange: Exchange) -> None:
+        return None
+
+    async def through_endpoint() -> float:
+        proxy = MessagesProxy(options.env["ANTHROPIC_BASE_URL"], admit, ignore)
+        env = {**options.env, "ANTHROPIC_BASE_URL": await proxy.start()}
+        try:
+            result = await run_client(ClaudeAgentOptions(**{**vars(options), "env": env}))
+        finally:
+            await proxy.close()
+        assert result.result == ANSWER, result
+        return result.duration_ms / 1e3
+
     async def under_haltwise() -> float:
         governed = await govern(options, Guard(limits())).run("Look everything up.")
         assert governed.completed, governed.outcome
@@ -139,6 +158,7 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
     return [
         ("Claude Agent SDK", bare),
         ("+ do-nothing hooks", floor),
+        ("+ pass-through endpoint", through_endpoint),
         ("govern(options, guard)", under_haltwise),
     ]
 
@@ -176,18 +196,19 @@ def report(title: str, times: Times) -> float:
             f"   per round p25-p75 {quartiles[0]:.3f}-{quartiles[2]:.3f}x"
         )
     governed = ratios["govern(options, guard)"]
-    floor = ratios["+ do-nothing hooks"]
+    hooks = ratios["+ do-nothing hooks"] - 1
+    endpoint = ratios["+ pass-through endpoint"] - 1
     added = statistics.median(times["govern(options, guard)"]) - statistics.median(bare)
     print(
         f"  added: {(governed - 1) * 100:+.2f}% in all ({added * 1e3:+.1f} ms/run), of which "
-        f"the CLI's hook floor {(floor - 1) * 100:+.2f}% and haltwise's own "
-        f"{(governed - floor) * 100:+.2f}%"
+        f"the CLI's hook floor {hooks * 100:+.2f}%, the endpoint's {endpoint * 100:+.2f}% "
+        f"and haltwise's own {(governed - 1 - hooks - endpoint) * 100:+.2f}%"
     )
     return governed - 1
 
 
 async def scenario(latency: float, rounds: int) -> float:
-    players = 3
+    players = 4
     script = [scripted(latency)] * ((rounds + 1) * players * (TURNS + 1))
     with AnthropicServer(script) as server, tempfile.TemporaryDirectory() as home:
         options = ClaudeAgentOptions(

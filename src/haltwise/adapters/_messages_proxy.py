@@ -143,6 +143,8 @@ class MessagesProxy:
         except (httpx.HTTPError, ValueError):
             pass  # the real endpoint broke off its answer, or the request could not be read:
             # the CLI sees its connection close, as it would have without haltwise
+        except asyncio.CancelledError:
+            pass  # close(): the task ends as any other (its stream protocol reads its result)
         finally:
             self._connections.discard(task)
             writer.close()
