@@ -15,12 +15,13 @@ interleaved rounds in one process (each run starts its own CLI, as ``govern(opti
   max_cost("5.00") | timeout(minutes=30)``, so that every hook reports and every limit checks,
   and every request goes through haltwise's local Messages endpoint on its way to the server.
 
-Two times per run: the wall time of the whole run (the CLI's start-up, about half of it,
-included), and the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
-from the prompt to the result, hooks included). The added time is the median of per-round ratios
-to the bare run of the same round (the goal: under 2% of the run), given with the middle half
-of those ratios (p25-p75: how much the machine's noise moves it), and split into the hook floor
-and haltwise's own share.
+Three measures per run: the wall time of the whole run (the CLI's start-up, about half of it,
+included); the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
+from the prompt to the result, hooks included); and the CPU time of the run, this process's and
+the CLI's, which what else runs on the machine hardly moves. The added share is the median of
+per-round ratios to the bare run of the same round (the goal: under 2% of the run's wall time),
+given with the middle half of those ratios (p25-p75: how much the machine's noise moves it),
+and split into the hook floor, the endpoint's and haltwise's own.
 
 Twice: with a model that answers at once (the scripted server's own speed: the per-hook costs
 at their largest share), and with one that takes ``LATENCY`` seconds per response, still far
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import resource
 import statistics
 import tempfile
 import time
@@ -166,20 +168,31 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
 Times = dict[str, list[float]]
 
 
-async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times]:
-    """Wall seconds per run, and the agent loop's, for each contender."""
+def cpu_seconds() -> float:
+    """CPU time used so far by this process (haltwise, the SDK, the scripted server) and by its
+    children that have ended (each run's CLI): unlike wall time, hardly moved by what else the
+    machine runs."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times, Times]:
+    """Wall seconds per run, the agent loop's, and CPU seconds, for each contender."""
     for _, run in players:  # warm-up: the CLI binary paged in, code hot
         await run()
     walls: Times = {name: [] for name, _ in players}
     loops: Times = {name: [] for name, _ in players}
+    cpus: Times = {name: [] for name, _ in players}
     for round_no in range(rounds):
         shift = round_no % len(players)
         for name, run in players[shift:] + players[:shift]:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             loops[name].append(await run())
             walls[name].append(time.perf_counter() - started)
+            cpus[name].append(cpu_seconds() - cpu)
         gc.collect()
-    return walls, loops
+    return walls, loops, cpus
 
 
 def report(title: str, times: Times) -> float:
@@ -220,9 +233,10 @@ async def scenario(latency: float, rounds: int) -> float:
             mcp_servers={"kb": create_sdk_mcp_server("kb", tools=[lookup])},
             allowed_tools=["mcp__kb__lookup"],
         )
-        walls, loops = await measure(contenders(options), rounds)
+        walls, loops, cpus = await measure(contenders(options), rounds)
     added = report("The whole run (a new CLI per run):", walls)
     report("The agent loop alone (ResultMessage.duration_ms):", loops)
+    report("CPU time per run (this process and the CLI):", cpus)
     return added
 
 
