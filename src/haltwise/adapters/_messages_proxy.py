@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -102,7 +104,7 @@ class MessagesProxy:
     async def start(self, port: int = 0) -> str:
         """Listen (on ``port``, else on one the system picks); the URL to give the CLI."""
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=False
+            verify=_tls(), timeout=httpx.Timeout(None, connect=CONNECT_SECONDS)
         )
         try:
             self._server = await asyncio.start_server(
@@ -390,6 +392,13 @@ async def _send(writer: asyncio.StreamWriter, status: int, payload: dict[str, An
         headers.append(("x-should-retry", "false"))
     writer.write(_head(status, headers) + body)
     await writer.drain()
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """TLS toward the real endpoint, as httpx sets it up by default: made once, since loading
+    the certificate authorities takes tens of milliseconds, a run's start would pay them."""
+    return httpx.create_ssl_context()
 
 
 def _numbers(usage: Any) -> dict[str, int]:
