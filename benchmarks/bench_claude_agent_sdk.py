@@ -18,7 +18,7 @@ interleaved rounds in one process (each run starts its own CLI, as ``govern(opti
 Three measures per run: the wall time of the whole run (the CLI's start-up, about half of it,
 included); the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
 from the prompt to the result, hooks included); and the CPU time of the run, this process's and
-the CLI's, which what else runs on the machine hardly moves. The added share is the median of
+the CLI's, which what else runs on the machine moves less. The added share is the median of
 per-round ratios to the bare run of the same round (the goal: under 2% of the run's wall time),
 given with the middle half of those ratios (p25-p75: how much the machine's noise moves it),
 and split into the hook floor, the endpoint's and haltwise's own.
@@ -168,31 +168,35 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
 Times = dict[str, list[float]]
 
 
-def cpu_seconds() -> float:
-    """CPU time used so far by this process (haltwise, the SDK, the scripted server) and by its
-    children that have ended (each run's CLI): unlike wall time, hardly moved by what else the
-    machine runs."""
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time used so far by this process (haltwise, the SDK, the scripted server), and by its
+    children that have ended (each run's CLI): less moved than wall time by what else the
+    machine runs, this process's least of all."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times, Times]:
-    """Wall seconds per run, the agent loop's, and CPU seconds, for each contender."""
+async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times, Times, Times]:
+    """Wall seconds per run, the agent loop's, and the CPU seconds of this process and of the
+    CLI, for each contender."""
     for _, run in players:  # warm-up: the CLI binary paged in, code hot
         await run()
     walls: Times = {name: [] for name, _ in players}
     loops: Times = {name: [] for name, _ in players}
-    cpus: Times = {name: [] for name, _ in players}
+    own: Times = {name: [] for name, _ in players}
+    cli: Times = {name: [] for name, _ in players}
     for round_no in range(rounds):
         shift = round_no % len(players)
         for name, run in players[shift:] + players[:shift]:
             started, cpu = time.perf_counter(), cpu_seconds()
             loops[name].append(await run())
             walls[name].append(time.perf_counter() - started)
-            cpus[name].append(cpu_seconds() - cpu)
+            after = cpu_seconds()
+            own[name].append(after[0] - cpu[0])
+            cli[name].append(after[1] - cpu[1])
         gc.collect()
-    return walls, loops, cpus
+    return walls, loops, own, cli
 
 
 def report(title: str, times: Times) -> float:
@@ -233,10 +237,11 @@ async def scenario(latency: float, rounds: int) -> float:
             mcp_servers={"kb": create_sdk_mcp_server("kb", tools=[lookup])},
             allowed_tools=["mcp__kb__lookup"],
         )
-        walls, loops, cpus = await measure(contenders(options), rounds)
+        walls, loops, own, cli = await measure(contenders(options), rounds)
     added = report("The whole run (a new CLI per run):", walls)
     report("The agent loop alone (ResultMessage.duration_ms):", loops)
-    report("CPU time per run (this process and the CLI):", cpus)
+    report("CPU time of this process per run (haltwise, the SDK, the scripted server):", own)
+    report("CPU time of the CLI per run:", cli)
     return added
 
 
