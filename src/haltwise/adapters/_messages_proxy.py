@@ -3,7 +3,8 @@
 The Claude Code CLI (the Claude Agent SDK's agent loop) sends every model request of a run, the
 main loop's and every sub-agent's, retries included, to ``ANTHROPIC_BASE_URL``. Pointed at a
 :class:`MessagesProxy`, it sends them here first: each ``POST /v1/messages`` is put to a *gate*
-before it is forwarded, and refused with an error the CLI does not retry when the gate says no;
+before it is forwarded, and refused with a 400 when the gate says no (no back-off, no retry
+after a delay, as for a 429 or a 5xx: the CLI sends it at most twice more, each refused too);
 an admitted one goes to the real endpoint, and its answer streams back to the CLI chunk by chunk
 as it arrives, read on the way for its usage, its text and its tool calls, which are *reported*
 the moment the response is whole, before the CLI has its last bytes. Every other request (the
@@ -200,7 +201,7 @@ class MessagesProxy:
         )
         request_id, refusal = await self.gate(exchange)
         if request_id is None:
-            # 400 is final for the CLI (it retries 429 and 5xx): the turn ends with this text.
+            # A 400 ends the CLI's turn with this text (it retries a 429 or a 5xx after a delay).
             error = {"type": "invalid_request_error", "message": refusal}
             await _send(writer, 400, {"type": "error", "error": error})
             return

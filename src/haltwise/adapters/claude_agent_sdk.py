@@ -14,10 +14,10 @@ answered in this process); and the SDK's message stream. Where each event comes 
 - the endpoint: ``ModelRequest`` for every ``POST /v1/messages`` the CLI sends (the main loop's,
   every sub-agent's, retries, the turn that gives a background sub-agent's news, requests the
   CLI makes on its own), with the request's own ``model`` and ``max_tokens``, before it is
-  forwarded; refused, it never leaves: the CLI gets a 400 (final: it retries 429 and 5xx) and
-  is interrupted. ``ModelResponse`` with the API's usage, text and number of tool calls, read
-  from the answer as it streams through, reported the moment the answer is whole, before the
-  CLI has its last bytes;
+  forwarded; refused, it never leaves: the CLI gets a 400 (which ends its turn; it retries a
+  429 or a 5xx) and is interrupted. ``ModelResponse`` with the API's usage, text and number of
+  tool calls, read from the answer as it streams through, reported the moment the answer is
+  whole, before the CLI has its last bytes;
 - ``UserPromptSubmit``: ``TurnStarting`` (and ``Injected`` for a turn the CLI starts on its own
   to give a background sub-agent's news); ``PostToolBatch`` (once every call of a response has
   resolved): ``TurnEnded`` and ``TurnStarting`` for the main loop. Notes from soft limits go into
