@@ -6,15 +6,22 @@ tool, then the answer (4 model requests, 6 tool calls). Contenders, timed side b
 interleaved rounds in one process (each run starts its own CLI, as ``govern(options)`` does):
 
 - ``Claude Agent SDK``: a ``ClaudeSDKClient`` on the options as given;
-- ``+ do-nothing hooks``: the same with the stream events and the six hooks haltwise uses, each
-  answering at once: what any hook-based governance pays the CLI's control protocol;
+- ``+ do-nothing hooks``: the same with the stream events and the five hooks haltwise uses in
+  this task, each answering at once: what any hook-based governance pays the CLI's control
+  protocol;
+- ``+ pass-through endpoint``: the bare client, its requests through haltwise's local Messages
+  endpoint with a gate that admits everything: what seeing every request before it goes costs;
 - ``govern(options, guard)``: with ``max_turns(25) | max_tool_calls(50) | max_tokens(200_000) |
-  max_cost("5.00") | timeout(minutes=30)``, so that every hook reports and every limit checks.
+  max_cost("5.00") | timeout(minutes=30)``, so that every hook reports and every limit checks,
+  and every request goes through haltwise's local Messages endpoint on its way to the server.
 
-Two times per run: the wall time of the whole run (the CLI's start-up, about half of it,
-included), and the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
-from the prompt to the result, hooks included). The added time is the median of per-round ratios
-(the goal: under 2% of the run), split into the hook floor and haltwise's own share.
+Three measures per run: the wall time of the whole run (the CLI's start-up, about half of it,
+included); the agent loop alone as the CLI itself measures it (``ResultMessage.duration_ms``,
+from the prompt to the result, hooks included); and the CPU time of the run, this process's and
+the CLI's, which what else runs on the machine moves less. The added share is the median of
+per-round ratios to the bare run of the same round (the goal: under 2% of the run's wall time),
+given with the middle half of those ratios (p25-p75: how much the machine's noise moves it),
+and split into the hook floor, the endpoint's and haltwise's own.
 
 Twice: with a model that answers at once (the scripted server's own speed: the per-hook costs
 at their largest share), and with one that takes ``LATENCY`` seconds per response, still far
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import resource
 import statistics
 import tempfile
 import time
@@ -48,6 +56,7 @@ from claude_agent_sdk import (
 
 from haltwise import Guard, Limit, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
+from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
 from haltwise.adapters.claude_agent_sdk import govern
 from haltwise.testing import AnthropicServer, Reply, reply, tool_call
 
@@ -56,7 +65,7 @@ TURNS = 3
 CALLS_PER_TURN = 2
 ROUNDS = 8
 LATENCY = 0.2
-LATENCY_ROUNDS = 5
+LATENCY_ROUNDS = 16
 GOAL = 0.02
 ANSWER = "Everything was looked up."
 
@@ -108,7 +117,7 @@ async def run_client(options: ClaudeAgentOptions) -> ResultMessage:
 
 
 def contenders(options: ClaudeAgentOptions) -> list[Contender]:
-    events = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop")
+    events = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure")
     hooks: dict[Any, list[HookMatcher]] = {
         event: [HookMatcher(hooks=[nothing])] for event in (*events, "PostToolBatch")
     }
@@ -125,6 +134,22 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
         assert result.result == ANSWER, result
         return result.duration_ms / 1e3
 
+    async def admit(exchange: Exchange) -> tuple[str, None]:
+        return "", None
+
+    async def ignore(exchange: Exchange) -> None:
+        return None
+
+    async def through_endpoint() -> float:
+        proxy = MessagesProxy(options.env["ANTHROPIC_BASE_URL"], admit, ignore)
+        env = {**options.env, "ANTHROPIC_BASE_URL": await proxy.start()}
+        try:
+            result = await run_client(ClaudeAgentOptions(**{**vars(options), "env": env}))
+        finally:
+            await proxy.close()
+        assert result.result == ANSWER, result
+        return result.duration_ms / 1e3
+
     async def under_haltwise() -> float:
         governed = await govern(options, Guard(limits())).run("Look everything up.")
         assert governed.completed, governed.outcome
@@ -135,6 +160,7 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
     return [
         ("Claude Agent SDK", bare),
         ("+ do-nothing hooks", floor),
+        ("+ pass-through endpoint", through_endpoint),
         ("govern(options, guard)", under_haltwise),
     ]
 
@@ -142,20 +168,35 @@ def contenders(options: ClaudeAgentOptions) -> list[Contender]:
 Times = dict[str, list[float]]
 
 
-async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times]:
-    """Wall seconds per run, and the agent loop's, for each contender."""
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time used so far by this process (haltwise, the SDK, the scripted server), and by its
+    children that have ended (each run's CLI): less moved than wall time by what else the
+    machine runs, this process's least of all."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+async def measure(players: list[Contender], rounds: int) -> tuple[Times, Times, Times, Times]:
+    """Wall seconds per run, the agent loop's, and the CPU seconds of this process and of the
+    CLI, for each contender."""
     for _, run in players:  # warm-up: the CLI binary paged in, code hot
         await run()
     walls: Times = {name: [] for name, _ in players}
     loops: Times = {name: [] for name, _ in players}
+    own: Times = {name: [] for name, _ in players}
+    cli: Times = {name: [] for name, _ in players}
     for round_no in range(rounds):
         shift = round_no % len(players)
         for name, run in players[shift:] + players[:shift]:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             loops[name].append(await run())
             walls[name].append(time.perf_counter() - started)
+            after = cpu_seconds()
+            own[name].append(after[0] - cpu[0])
+            cli[name].append(after[1] - cpu[1])
         gc.collect()
-    return walls, loops
+    return walls, loops, own, cli
 
 
 def report(title: str, times: Times) -> float:
@@ -164,27 +205,27 @@ def report(title: str, times: Times) -> float:
     print(title)
     ratios = {}
     for name, samples in times.items():
-        ratios[name] = statistics.median(
-            mine / base for mine, base in zip(samples, bare, strict=True)
-        )
-        deciles = statistics.quantiles(samples, n=10)
+        per_round = [mine / base for mine, base in zip(samples, bare, strict=True)]
+        ratios[name] = statistics.median(per_round)
+        quartiles = statistics.quantiles(per_round, n=4)
         print(
             f"  {name:26}{statistics.median(samples) * 1e3:>8.1f} ms/run{ratios[name]:>8.3f}x"
-            f"   p10-p90 {deciles[0] * 1e3:.1f}-{deciles[-1] * 1e3:.1f}"
+            f"   per round p25-p75 {quartiles[0]:.3f}-{quartiles[2]:.3f}x"
         )
     governed = ratios["govern(options, guard)"]
-    floor = ratios["+ do-nothing hooks"]
+    hooks = ratios["+ do-nothing hooks"] - 1
+    endpoint = ratios["+ pass-through endpoint"] - 1
     added = statistics.median(times["govern(options, guard)"]) - statistics.median(bare)
     print(
         f"  added: {(governed - 1) * 100:+.2f}% in all ({added * 1e3:+.1f} ms/run), of which "
-        f"the CLI's hook floor {(floor - 1) * 100:+.2f}% and haltwise's own "
-        f"{(governed - floor) * 100:+.2f}%"
+        f"the CLI's hook floor {hooks * 100:+.2f}%, the endpoint's {endpoint * 100:+.2f}% "
+        f"and haltwise's own {(governed - 1 - hooks - endpoint) * 100:+.2f}%"
     )
     return governed - 1
 
 
 async def scenario(latency: float, rounds: int) -> float:
-    players = 3
+    players = 4
     script = [scripted(latency)] * ((rounds + 1) * players * (TURNS + 1))
     with AnthropicServer(script) as server, tempfile.TemporaryDirectory() as home:
         options = ClaudeAgentOptions(
@@ -196,9 +237,11 @@ async def scenario(latency: float, rounds: int) -> float:
             mcp_servers={"kb": create_sdk_mcp_server("kb", tools=[lookup])},
             allowed_tools=["mcp__kb__lookup"],
         )
-        walls, loops = await measure(contenders(options), rounds)
+        walls, loops, own, cli = await measure(contenders(options), rounds)
     added = report("The whole run (a new CLI per run):", walls)
     report("The agent loop alone (ResultMessage.duration_ms):", loops)
+    report("CPU time of this process per run (haltwise, the SDK, the scripted server):", own)
+    report("CPU time of the CLI per run:", cli)
     return added
 
 

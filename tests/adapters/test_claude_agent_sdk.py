@@ -8,8 +8,11 @@ refused request was never sent; the tools are in-process SDK MCP tools, so what 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
+import os
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 pytest.importorskip("claude_agent_sdk")
@@ -25,6 +29,7 @@ from claude_agent_sdk import (
     AgentDefinition,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    CLINotFoundError,
     HookContext,
     HookInput,
     HookJSONOutput,
@@ -52,7 +57,7 @@ from haltwise import (
 )
 from haltwise.adapters import Governed
 from haltwise.adapters.claude_agent_sdk import GovernedClaude, govern
-from haltwise.testing import Reply, ScriptEntry, error, reply, tool_call
+from haltwise.testing import ErrorReply, Reply, ScriptEntry, error, reply, tool_call
 from haltwise.testing.anthropic_server import AnthropicServer
 
 MODEL = "claude-sonnet-4-5"
@@ -83,6 +88,8 @@ class Agent:
         self.ran: list[str] = []
         self.log: list[tuple[str, str]] = []
         self.tool_seconds = 0.0
+        #: The ports this process listened on while the tool ran.
+        self.listening: set[int] = set()
 
         @tool(
             "lookup",
@@ -94,6 +101,7 @@ class Agent:
             word = str(arguments["word"])
             self.ran.append(word)
             self.log.append(("ran", word))
+            self.listening |= listening_ports()
             await asyncio.sleep(self.tool_seconds)
             return {"content": [{"type": "text", "text": f"{word} means 42"}]}
 
@@ -126,6 +134,11 @@ class Agent:
 
     def requests(self) -> list[dict[str, Any]]:
         return self.server.requests
+
+    def endpoint_seen(self) -> bool:
+        """Whether a port other than the scripted server's listened while the tool ran."""
+        server_port = int(self.server.base_url.rsplit(":", 1)[1])
+        return bool(self.listening - {server_port})
 
     def last_message(self, request: int) -> str:
         """The last message of request ``request`` (0-based), as JSON text."""
@@ -422,11 +435,13 @@ def test_ask_abort_or_no_answer_stops_the_run(
 # Sub-agents
 
 
-def routed(main: list[Reply], sub: list[Reply]) -> Callable[[dict[str, Any]], Reply]:
+def routed(
+    main: list[Reply], sub: list[Reply] | list[ErrorReply]
+) -> Callable[[dict[str, Any]], Reply | ErrorReply]:
     """One script per agent: a sub-agent's requests are the ones without the Agent tool."""
-    queues = {True: iter(main), False: iter(sub)}
+    queues: dict[bool, Iterator[Reply | ErrorReply]] = {True: iter(main), False: iter(sub)}
 
-    def answer(body: dict[str, Any]) -> Reply:
+    def answer(body: dict[str, Any]) -> Reply | ErrorReply:
         is_main = any(entry.get("name") == "Agent" for entry in body.get("tools", []))
         return next(queues[is_main])
 
@@ -524,13 +539,30 @@ def test_a_background_sub_agent_cannot_overspend(
 
     result = run(govern(sub_agent_options(agent), Guard(max_model_calls(3))).run("Go."))
 
-    # Three are admitted; the stop that refuses a fourth (in either loop) interrupts the CLI to
-    # kill the sub-agent, and a third admitted by the other loop an instant before may not be
-    # sent yet: never more than three reach the server, nor the turn the CLI would start with
-    # the sub-agent's news.
-    assert len(agent.requests()) <= 3
+    # Whichever loop asks for a fourth is refused at the endpoint: the three counted are the
+    # three the server got, and nothing more goes, the sub-agent's news included.
+    assert len(agent.requests()) == 3
     assert result.outcome.reason == "model_call_limit"
     assert result.outcome.usage.model_calls == 3
+
+
+def test_a_background_sub_agent_that_ends_in_an_api_error_cannot_wake_the_parent_past_the_limit(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    # The sub-agent's request fails (the CLI sends it three times, then gives up, running no
+    # SubagentStop hook) while the parent's second request is in flight. Its news needs a sixth
+    # request, sent with no hook before it: the endpoint refuses it.
+    sub = [error(400, "the sub-agent's request failed")] * 3
+    waiting = reply("Waiting.", usage=(120, 5), delay=1.0)
+    main = [delegate("Look a up.", background=True), waiting, FINAL]
+    agent = agent_for([routed(main, sub)] * 7)
+
+    result = run(govern(sub_agent_options(agent), Guard(max_model_calls(5))).run("Go."))
+
+    assert len(agent.requests()) == 5  # the parent's two, the sub-agent's three
+    assert result.outcome.reason == "model_call_limit"
+    assert result.outcome.usage.model_calls == 5
+    assert result.output == "Waiting."
 
 
 def test_a_background_sub_agent_that_ends_on_its_own_cannot_wake_the_parent_past_the_limit(
@@ -610,6 +642,23 @@ def test_a_run_resumed_in_a_new_process_keeps_the_counts(
     assert len(agent.requests()) == 2
 
 
+def listening_ports() -> set[int]:
+    """The TCP ports this process listens on (from ``/proc``: no port is guessed)."""
+    mine = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                mine.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in mine:  # 0A: LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def test_cancel_from_another_thread_stops_the_run(
     agent_for: Callable[[list[ScriptEntry]], Agent],
 ) -> None:
@@ -625,12 +674,15 @@ def test_cancel_from_another_thread_stops_the_run(
         guard.governor.cancel("the user pressed stop")
 
     threading.Thread(target=cancel_once_the_tool_runs, daemon=True).start()
+    before = listening_ports()
     result = run(govern(agent.options(), guard).run("Look up."))
     ended = time.monotonic()
 
     assert result.outcome.status is Status.CANCELLED
     assert ended - cancelled_at[0] < PROMPTLY + 1.0  # the CLI is told, then let go
     assert len(agent.requests()) == 1
+    assert agent.endpoint_seen()  # the run listened for the CLI's requests...
+    assert listening_ports() <= before  # ...and no more
 
 
 def test_a_hung_reply_ends_the_run_timed_out_at_the_deadline(
@@ -735,9 +787,24 @@ def test_an_unpriced_model_under_a_cost_limit_is_a_configuration_error(
     agent = agent_for([FINAL])
     governed = govern(agent.options(model="claude-unknown-model"), Guard(max_cost("1.00")))
 
+    before = listening_ports()
     with pytest.raises(ConfigurationError, match="claude-unknown-model"):
         run(governed.run("Hi?"))
     assert agent.requests() == []
+    assert listening_ports() <= before  # the run's endpoint closed with it
+
+
+def test_a_cli_that_cannot_start_leaves_nothing_listening(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    agent = agent_for([FINAL])
+    governed = govern(agent.options(cli_path=str(agent.home / "no-such-cli")), Guard(max_turns(2)))
+    before = listening_ports()
+
+    with pytest.raises(CLINotFoundError):
+        run(governed.run("Hi?"))
+
+    assert listening_ports() <= before
 
 
 # The example and its docs page
@@ -778,3 +845,190 @@ def test_govern_takes_options_or_a_client() -> None:
     assert options.include_partial_messages is True
     assert options.env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "32000"
     assert set(options.hooks or {}) >= {"UserPromptSubmit", "PreToolUse", "PostToolBatch"}
+
+
+# The Messages endpoint itself, with httpx as the client
+
+
+class Upstream:
+    """A Messages API that streams its events one by one, each only once the client has read
+    the one before: an endpoint that held any of them back would never get the next."""
+
+    EVENTS = (
+        {"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "message_delta", "usage": {"output_tokens": 7}},
+        {"type": "message_stop"},
+    )
+
+    def __init__(self) -> None:
+        self.read = asyncio.Event()
+        self.heads: list[str] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        self.heads.append(head)
+        length = next(
+            (
+                int(line.split(":")[1])
+                for line in head.split("\r\n")
+                if line.lower().startswith("content-length")
+            ),
+            0,
+        )
+        await reader.readexactly(length)
+        if head.startswith("GET /v1/models"):
+            body = b'{"data": []}'
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+            writer.write(b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+            writer.write(b"connection: close\r\n\r\n")
+            for event in self.EVENTS:
+                self.read.clear()
+                writer.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                await writer.drain()
+                await asyncio.wait_for(self.read.wait(), 5.0)
+        await writer.drain()
+        writer.close()
+
+
+def test_the_endpoint_streams_each_event_through_as_it_comes() -> None:
+    from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
+
+    upstream = Upstream()
+    asked: list[Exchange] = []
+    reported: list[tuple[str, dict[str, int], str, bool]] = []
+
+    async def gate(exchange: Exchange) -> tuple[str, None]:
+        asked.append(exchange)
+        return "r1", None
+
+    async def report(exchange: Exchange) -> None:
+        usage = dict(exchange.usage)
+        reported.append((exchange.request_id, usage, "".join(exchange.text), exchange.complete))
+
+    async def exchange() -> list[str]:
+        server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        proxy = MessagesProxy(f"http://127.0.0.1:{port}", gate, report)
+        seen: list[str] = []
+        try:
+            base = await proxy.start()
+            async with httpx.AsyncClient(base_url=base) as client:
+                body = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": []}
+                headers = {"x-api-key": "secret", "x-claude-code-agent-id": "a1"}
+                async with client.stream(
+                    "POST", "/v1/messages?beta=true", json=body, headers=headers
+                ) as response:
+                    async for line in response.aiter_lines():
+                        if line.startswith("event:"):
+                            seen.append(line.split(": ")[1])
+                            if line.endswith("message_stop"):
+                                assert reported  # reported before the client had the end
+                            upstream.read.set()
+                models = await client.get("/v1/models")
+                assert models.json() == {"data": []}
+        finally:
+            await proxy.close()
+            server.close()
+            await server.wait_closed()
+        return seen
+
+    seen = run(exchange())
+
+    assert seen == [event["type"] for event in Upstream.EVENTS]
+    assert [(e.model, e.max_tokens, e.agent_id) for e in asked] == [(MODEL, 64, "a1")]
+    assert reported == [("r1", {"input_tokens": 30, "output_tokens": 7}, "Hi", True)]
+    post, get = upstream.heads
+    assert post.startswith("POST /v1/messages?beta=true HTTP/1.1")
+    assert "x-api-key: secret" in post  # credentials go on as the CLI sent them
+    assert get.startswith("GET /v1/models")  # not a model request: forwarded, not asked about
+
+
+def test_the_endpoint_refuses_with_a_final_error_and_reports_an_unreachable_upstream() -> None:
+    from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
+
+    reported: list[tuple[str, bool, dict[str, int]]] = []
+    verdicts = iter([(None, "haltwise: Model calls limit reached"), ("r2", None)])
+
+    async def gate(exchange: Exchange) -> tuple[str, None] | tuple[None, str]:
+        return next(verdicts)  # type: ignore[return-value]
+
+    async def report(exchange: Exchange) -> None:
+        reported.append((exchange.request_id, exchange.complete, dict(exchange.usage)))
+
+    async def exchange() -> tuple[httpx.Response, httpx.Response]:
+        with contextlib.closing(socket.socket()) as unused:
+            unused.bind(("127.0.0.1", 0))  # bound, never listening: nothing answers there
+            port = unused.getsockname()[1]
+            proxy = MessagesProxy(f"http://127.0.0.1:{port}", gate, report)
+            try:
+                async with httpx.AsyncClient(base_url=await proxy.start()) as client:
+                    body = {"model": MODEL, "max_tokens": 64, "messages": []}
+                    refused = await client.post("/v1/messages", json=body)
+                    unreachable = await client.post("/v1/messages", json=body)
+            finally:
+                await proxy.close()
+        return refused, unreachable
+
+    refused, unreachable = run(exchange())
+
+    assert refused.status_code == 400  # the CLI retries 429 and 5xx, not this
+    assert refused.headers["x-should-retry"] == "false"
+    assert refused.json() == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "haltwise: Model calls limit reached",
+        },
+    }
+    assert unreachable.status_code == 502
+    assert unreachable.json()["error"]["type"] == "api_error"
+    assert reported == [("r2", True, {})]  # answered, with nothing spent
+
+
+def test_a_cloud_backend_the_endpoint_cannot_see_is_a_configuration_error(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    agent = agent_for([FINAL])
+    env = {**agent.server.claude_code_env(agent.home), "CLAUDE_CODE_USE_BEDROCK": "1"}
+    governed = govern(agent.options(env=env), Guard(max_turns(2)))
+
+    with pytest.raises(ConfigurationError, match="CLAUDE_CODE_USE_BEDROCK"):
+        run(governed.run("Hi?"))
+    assert agent.requests() == []
+
+
+def test_the_endpoint_reads_a_plain_answer_for_its_usage_text_and_calls(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    from haltwise.adapters._messages_proxy import Exchange, MessagesProxy
+
+    agent = agent_for([looks("a", "b", usage=(300, 25), text="Both.")])
+    reported: list[tuple[dict[str, int], str, int, bool]] = []
+
+    async def gate(exchange: Exchange) -> tuple[str, None]:
+        return "r1", None
+
+    async def report(exchange: Exchange) -> None:
+        usage = dict(exchange.usage)
+        reported.append((usage, "".join(exchange.text), exchange.tool_calls, exchange.complete))
+
+    async def exchange() -> dict[str, Any]:
+        proxy = MessagesProxy(agent.server.base_url, gate, report)
+        try:
+            async with httpx.AsyncClient(base_url=await proxy.start()) as client:
+                body = {"model": MODEL, "max_tokens": 64, "messages": []}
+                answer = await client.post("/v1/messages", json=body)
+                return dict(answer.json())
+        finally:
+            await proxy.close()
+
+    message = run(exchange())
+
+    assert [block["type"] for block in message["content"]] == ["text", "tool_use", "tool_use"]
+    usage = {"input_tokens": 300, "output_tokens": 25}
+    usage |= {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    assert reported == [(usage, "Both.", 2, True)]

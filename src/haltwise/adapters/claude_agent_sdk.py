@@ -6,53 +6,38 @@
     result = await governed.run("Why does the parser test fail?")
     result.outcome.status, result.output, result.result          # Governed[ResultMessage]
 
-The agent loop runs in the Claude Code CLI that the SDK starts; haltwise sees it through the
-CLI's hooks (``ClaudeAgentOptions.hooks``, answered in this process) and the SDK's message
-stream. Where each event comes from:
+The agent loop runs in the Claude Code CLI that the SDK starts. haltwise sees it in three
+places: a local endpoint in front of the Anthropic Messages API (``_messages_proxy``), which the
+CLI is given as ``ANTHROPIC_BASE_URL`` for the run; the CLI's hooks (``ClaudeAgentOptions.hooks``,
+answered in this process); and the SDK's message stream. Where each event comes from:
 
-- ``UserPromptSubmit`` (before the first model request): ``TurnStarting`` and ``ModelRequest``;
-- ``PostToolBatch`` (once every call of a response has resolved, before the next request):
-  ``TurnEnded``, ``TurnStarting`` and ``ModelRequest`` for the main loop; ``ModelRequest`` for a
-  sub-agent's next request. Notes from soft limits go into that request as the hook's
-  ``additionalContext`` (the CLI appends it to the last tool result);
-- the message stream: ``ModelResponse`` with the API's own usage, from the ``message_start`` and
-  ``message_delta`` stream events of each main-loop response (so the options are given
-  ``include_partial_messages=True``), and from each sub-agent ``AssistantMessage``;
+- the endpoint: ``ModelRequest`` for every ``POST /v1/messages`` the CLI sends (the main loop's,
+  every sub-agent's, retries, the turn that gives a background sub-agent's news, requests the
+  CLI makes on its own), with the request's own ``model`` and ``max_tokens``, before it is
+  forwarded; refused, it never leaves: the CLI gets a 400 (which ends its turn; it retries a
+  429 or a 5xx) and is interrupted. ``ModelResponse`` with the API's usage, text and number of
+  tool calls, read from the answer as it streams through, reported the moment the answer is
+  whole, before the CLI has its last bytes;
+- ``UserPromptSubmit``: ``TurnStarting`` (and ``Injected`` for a turn the CLI starts on its own
+  to give a background sub-agent's news); ``PostToolBatch`` (once every call of a response has
+  resolved): ``TurnEnded`` and ``TurnStarting`` for the main loop. Notes from soft limits go into
+  the next request as the hook's ``additionalContext``. A news turn that no hook precedes (the
+  CLI starts one so after an interrupt) is counted when its first message arrives;
 - ``PreToolUse``: ``ToolCall``. For the main loop the hook waits until the whole response has
-  arrived, then reports every call of it before any runs; a refused call is denied
-  (``permissionDecision: "deny"`` with the refusal as its reason: the model sees a tool error
-  and the run goes on);
+  arrived (the stream's ``message_start`` to ``message_stop``, hence
+  ``include_partial_messages=True``), then reports every call of it before any runs; a refused
+  call is denied (``permissionDecision: "deny"`` with the refusal as its reason: the model sees
+  a tool error and the run goes on);
 - ``PostToolUse`` / ``PostToolUseFailure``: ``ToolResult``;
-- the ``Agent`` (``Task``) tool: a sub-agent's tool calls and requests come through the same
-  hooks and count against the same run; its first request is reported when its ``Agent`` call
-  is admitted, the last point before the CLI starts it;
-- ``SubagentStop``: a sub-agent ends on its own. A background sub-agent's news wakes the main
-  loop in a request of its own, and in some paths no hook precedes that request (the turn the
-  CLI starts after an interrupt; news that comes as the main loop's turn ends): so it is
-  reported here, while the sub-agent waits, and the turn that gives the news uses it. Refused,
-  the run stops and the sub-agent is killed before the CLI takes its result;
-- ``Stop``: the main loop ends its turn, or goes on at once with the news of a background
-  sub-agent that finished (a round trip reported there).
+- ``SubagentStop``: a background sub-agent ended, and the CLI owes the main loop a turn with its
+  news: the run waits for that turn before it ends.
 
-A stop answers the hook it happens in with ``continue: false``: the CLI ends the run cleanly
-before sending anything more. Once a sub-agent has been admitted, the CLI is interrupted first
-(which kills every sub-agent: the CLI gives no news of a killed one), then the hook is
-answered: ``continue: false`` alone would let a sub-agent end on its own and wake the main
-loop. A stop that happens elsewhere (a usage limit passed by a response, ``cancel()``, a
-deadline) interrupts the client. A stopped run is over once the CLI's turn has ended: it does
-not wait for killed sub-agents, of which the CLI reports nothing more. A stop that synthesizes
-(or a human's "wrap up") writes the final answer with one more model call through the SDK
-(``query()`` with no tools, from the evidence gathered), counted like any other; its
-``ResultMessage`` is the run's result.
-
-What only the CLI sees before sending: a request it retries after an API error (counted when
-the CLI reports the retry, and interrupted if over a limit; a sub-agent's failed requests that
-the CLI sends again without reporting a retry are not seen at all), the news of a background
-sub-agent that ended in an error (no ``SubagentStop``: counted at the hook of the turn that
-gives it; if none precedes it, only its usage counts, when its response arrives), and requests
-it makes on its own (none with non-essential traffic off); these, and the output tokens of
-sub-agent responses (the stream carries a sub-agent response before its final usage), are
-reconciled from the ``ResultMessage``'s per-model usage when the run ends.
+A stop in a hook answers ``continue: false``: the CLI ends the run cleanly. Whatever else still
+runs (a background sub-agent) gets its next request refused at the endpoint. A stop elsewhere
+(at the endpoint, a usage limit passed by a response, ``cancel()``, a deadline) interrupts the
+client. A stop that synthesizes (or a human's "wrap up") writes the final answer with one more
+model call through the SDK (``query()`` with no tools, from the evidence gathered, straight to
+the real endpoint), counted like any other; its ``ResultMessage`` is the run's result.
 
 What does not live here: the decisions (``haltwise.engine``) and how they are carried out in a
 loop (``haltwise.drivers.guard``); the scripted Anthropic server the tests run the CLI against
@@ -67,6 +52,7 @@ import dataclasses
 import itertools
 import json
 import os
+import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -102,6 +88,7 @@ from ..engine.events import (
 from ..engine.governor import Governor
 from ..engine.policies import Evidence
 from ._common import Governed
+from ._messages_proxy import Exchange, MessagesProxy
 
 __all__ = ["GovernedClaude", "govern"]
 
@@ -129,8 +116,18 @@ RESPONSE_WAIT_SECONDS = 30.0
 #: that finished (it starts it at once; the wait only matters if the CLI took the news in
 #: an earlier request instead).
 OWED_TURN_SECONDS = 5.0
-#: Tools that start a sub-agent.
-AGENT_TOOLS = frozenset({"Agent", "Task"})
+#: Where the CLI sends its requests when ``ANTHROPIC_BASE_URL`` does not say.
+ANTHROPIC_API = "https://api.anthropic.com"
+ANTHROPIC_API_HOST = "api.anthropic.com"
+#: Settings that make the CLI call a cloud's model service instead of the Anthropic API.
+OTHER_BACKENDS = (
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "CLAUDE_CODE_USE_ANTHROPIC_AWS",
+    "CLAUDE_CODE_USE_ANTHROPIC_GOOGLE_CLOUD",
+    "CLAUDE_CODE_USE_MANTLE",
+)
 
 _request_ids = itertools.count(1)
 
@@ -179,9 +176,9 @@ class GovernedClaude:
         self.messages: list[Message] = []
         self._session: _Session | None = None
         self._connected = False
-        #: Per CLI session, the per-model usage its last result reported: the CLI's totals grow
-        #: over a session (a resumed one too), and each run counts only what is new.
-        self.cli_usage: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+        #: The port of the Messages endpoint that a client given to ``govern`` was connected to:
+        #: each of its runs listens there again (the CLI keeps the base URL it started with).
+        self._proxy_port = 0
         #: The last run's result and its CLI session (a synthesized answer's result is not it).
         self._last: tuple[Governed[ResultMessage] | None, str | None] = (None, None)
 
@@ -196,7 +193,6 @@ class GovernedClaude:
             "PostToolUse": self._hook(_Session.on_post_tool_use),
             "PostToolUseFailure": self._hook(_Session.on_tool_failure),
             "PostToolBatch": self._hook(_Session.on_tool_batch),
-            "Stop": self._hook(_Session.on_stop),
             "SubagentStop": self._hook(_Session.on_sub_agent_stop),
         }
         merged: dict[str, list[HookMatcher]] = {
@@ -276,10 +272,8 @@ class GovernedClaude:
         saved = _saved_counts(governor, resume)
         if session_id is None and self.client is None and resume is not None:
             session_id = self._session_of(resume)
+        upstream = _upstream(self.options)
         session = _Session(self, prompt, on_message)
-        session.resumed = bool(
-            session_id or self.options.resume or self.options.continue_conversation
-        )
         guard = Guard(
             governor=governor,
             prompter=self.guard.prompter,
@@ -291,8 +285,12 @@ class GovernedClaude:
                 governor.restore(saved)
             session.run = run
             self._session = session
-            client, owned = self._client_for(session_id, run.time_left())
+            proxy = MessagesProxy(upstream, session.admit, session.answered)
+            client: ClaudeSDKClient | None = None
+            owned = False
             try:
+                await self._listen(proxy)
+                client, owned = self._client_for(proxy, upstream, session_id, run.time_left())
                 if owned or not self._connected:
                     await client.connect()
                     self._connected = True
@@ -303,8 +301,13 @@ class GovernedClaude:
                     raise session.failure
             finally:
                 session.finished = True
-                await session.close(client, owned)
-                self._session = None
+                try:
+                    if client is not None:
+                        await session.close(client, owned)
+                finally:
+                    # Last, so that nothing the CLI still sends can get past it.
+                    await proxy.close()
+                    self._session = None
             await session.settle()
         self.messages = session.messages
         assert run.outcome is not None
@@ -321,14 +324,36 @@ class GovernedClaude:
             return resume.result.session_id
         return None
 
+    async def _listen(self, proxy: MessagesProxy) -> None:
+        """Start the run's Messages endpoint: for a client of the user's that is connected
+        already, on the port its CLI was given."""
+        try:
+            await proxy.start(self._proxy_port)
+        except OSError as error:
+            raise ConfigurationError(
+                f"haltwise cannot listen on 127.0.0.1:{self._proxy_port} again, where this "
+                f"client's CLI sends its requests ({error}); govern a new client"
+            ) from error
+        if self.client is not None:
+            self._proxy_port = proxy.port
+
     def _client_for(
-        self, session_id: str | None, time_left: float | None
+        self,
+        proxy: MessagesProxy,
+        upstream: str,
+        session_id: str | None,
+        time_left: float | None,
     ) -> tuple[ClaudeSDKClient, bool]:
         """The client of this run, and whether the run owns it (made it, so closes it)."""
-        changes: dict[str, Any] = {}
+        env = {"ANTHROPIC_BASE_URL": proxy.base_url}
+        if urllib.parse.urlsplit(upstream).hostname == ANTHROPIC_API_HOST:
+            # The CLI takes a base URL of its own as a third party's (some features differ):
+            # told that it is the first party's, it behaves as it would without haltwise.
+            env["_CLAUDE_CODE_ASSUME_FIRST_PARTY_BASE_URL"] = "1"
         if time_left is not None:
             # The CLI's own per-request timeout: a hung request cannot outlive the run.
-            changes["env"] = {"API_TIMEOUT_MS": str(max(1, int(time_left * 1000)))}
+            env["API_TIMEOUT_MS"] = str(max(1, int(time_left * 1000)))
+        changes: dict[str, Any] = {"env": env}
         if self.client is None:
             if session_id is not None:
                 changes["resume"] = session_id
@@ -354,12 +379,12 @@ Call = tuple[str, str, dict[str, Any]]
 
 
 class _Response:
-    """One model response: the main loop's as it streams in, a sub-agent's as the SDK gives it."""
+    """One model response as the SDK shows it (the main loop's as it streams in, a sub-agent's
+    as a whole): where its calls wait to be reported. Its usage comes from the Messages
+    endpoint."""
 
-    def __init__(self, message_id: str, model: str) -> None:
+    def __init__(self, message_id: str) -> None:
         self.message_id = message_id
-        self.model = model
-        self.usage: dict[str, Any] = {}
         self.text: list[str] = []
         #: The calls of its ``tool_use`` blocks, in order.
         self.calls: list[Call] = []
@@ -389,12 +414,8 @@ class _Session:
         self.synthesis_result: ResultMessage | None = None
         #: The model of the main loop's requests: the options', else the CLI's.
         self.model = owner.options.model or ""
-        #: The CLI session this run is in, and whether it continues one (whose usage totals
-        #: start where it left them).
+        #: The CLI session this run is in.
         self.cli_session: str | None = None
-        self.resumed = False
-        #: The request the main loop has in flight.
-        self.main_request = ""
         #: The main loop's last text (what ``TurnEnded`` reports).
         self.last_text: str | None = None
         #: The main-loop response streaming in, and every response by message id.
@@ -414,23 +435,11 @@ class _Session:
         self.admissions: list[asyncio.Task[None]] = []
         #: Results of calls that finished after the run stopped: evidence for the pass.
         self.late_results: list[tuple[str, Any, str]] = []
-        #: Sub-agent requests reported when their ``Agent`` call was admitted, by that call's
-        #: id, until the sub-agent is seen to start (else taken back: never sent).
-        self.agent_requests: dict[str, str] = {}
-        self.started_agents: set[str] = set()
-        #: A sub-agent was admitted in this run: from then on a stop interrupts the CLI (the
-        #: stream may tell of a sub-agent's start after a hook has to act on it).
-        self.delegated = False
         #: Sub-agent tasks running; those in the background; and those that finished in the
         #: background, whose news the CLI owes the main loop in a turn of its own.
         self.tasks_in_flight: set[str] = set()
         self.background: set[str] = set()
         self.owed: set[str] = set()
-        #: Main-loop requests reported when a background sub-agent stopped, one for each, to
-        #: give the main loop its news: the request that does so uses one (never counted twice).
-        self.news_requests: list[str] = []
-        #: Usage reported per model since the CLI's last result, to reconcile with the next.
-        self.reported: dict[str, list[int]] = {}
         #: An error raised in a hook, raised again from ``run()`` once the CLI has ended.
         self.failure: Exception | None = None
         #: The CLI's run has ended (its result came); the governed run is over (its CLI is
@@ -464,66 +473,59 @@ class _Session:
         except (HaltError, HaltSignal):
             return None
 
-    async def request(self, model: str) -> str | None:
+    async def request(self, model: str, max_tokens: int | None) -> str | None:
         """Report a request about to be sent; its id, or None when the run stopped."""
         request_id = f"claude-{next(_request_ids)}"
         event = ModelRequest(
             model or self.model,
-            max_tokens=self.owner.max_tokens,
+            max_tokens=max_tokens or self.owner.max_tokens,
             request_id=request_id,
-            adjustable=False,  # the CLI sends one max_tokens for the whole run
+            adjustable=False,  # the request is sent as the CLI wrote it
         )
         decision = await self.send(event)
         return None if decision is None or isinstance(decision, Stop) else request_id
 
-    async def respond(
-        self,
-        response: _Response,
-        request_id: str,
-        *,
-        main: bool = True,
-        tally: bool = True,
-    ) -> None:
-        """Report a response. ``main``: the main loop's (its text is the run's partial output);
-        ``tally``: in the CLI's own usage totals (the synthesis pass, made apart, is not)."""
-        usage = response.usage
-        cache_read = int(usage.get("cache_read_input_tokens") or 0)
-        cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-        input_tokens = int(usage.get("input_tokens") or 0) + cache_read + cache_write
-        output_tokens = int(usage.get("output_tokens") or 0)
-        if tally:
-            counted = self.reported.setdefault(response.model, [0, 0, 0, 0])
-            for index, value in enumerate((input_tokens, output_tokens, cache_read, cache_write)):
-                counted[index] += value
-        text = ("".join(response.text) or None) if main else None
-        if text is not None:
-            self.last_text = text
+    # The Messages endpoint: every request the CLI sends, asked about before it goes
+
+    async def admit(self, exchange: Exchange) -> tuple[str, None] | tuple[None, str]:
+        """A request of the main loop or of a sub-agent is about to go: its request id, or
+        why not (the CLI gets that as a final API error, and is interrupted)."""
+        request_id: str | None = None
+        if not (self.stopped or self.finished or self.failure):
+            try:
+                request_id = await self.request(exchange.model, exchange.max_tokens)
+            except Exception as error:
+                self.failure = self.failure or error  # raised from run() once the CLI ended
+        if request_id is not None:
+            return request_id, None
+        self._interrupt()
+        reason = str(self.failure) if self.failure else self._stop_message()
+        return None, f"haltwise: {reason}"
+
+    async def answered(self, exchange: Exchange) -> None:
+        """An admitted request's answer has arrived whole (before the CLI has all of it), or
+        never will: what it spent. A sub-agent's text is not the run's partial output."""
+        if self.finished:
+            return  # the run is closing: what is in flight counts at what it reserved
+        text = None if exchange.agent_id else ("".join(exchange.text) or None)
         await self.send(
-            ModelResponse(
-                response.model,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                cache_read_tokens=cache_read,
-                cache_write_tokens=cache_write,
+            _model_response(
+                exchange.model or self.model,
+                exchange.usage,
+                request_id=exchange.request_id,
                 text=text,
-                tool_calls=len(response.calls),
-                request_id=request_id,
+                tool_calls=exchange.tool_calls,
+                answered=exchange.complete,
             )
         )
+        if self.stopped:
+            self._interrupt()  # a usage limit passed: nothing more is sent
 
     # Hooks: each answers the CLI; a stop answers ``continue: false``
 
     async def _halt(self, **specific: Any) -> HookJSONOutput:
-        """The answer that ends the loop a hook belongs to. Once a sub-agent was admitted, the CLI
-        is interrupted first: ``continue: false`` would let a sub-agent end on its own, and the
-        CLI then wakes the main loop with its news in a request no hook precedes. An interrupt
-        kills every sub-agent instead, and the CLI sends no news of a killed one."""
-        if self.delegated:
-            self._interrupt()
-            if self.interrupting is not None:
-                # Waited for, not awaited: the CLI may cancel this hook meanwhile, and that
-                # must not cancel the interrupt.
-                await asyncio.wait((self.interrupting,))
+        """The answer that ends the loop a hook belongs to. Whatever else still runs (a
+        background sub-agent) sends nothing more: the Messages endpoint refuses it."""
         output: dict[str, Any] = {"continue_": False, "stopReason": self._stop_message()}
         if specific:
             output["hookSpecificOutput"] = specific
@@ -552,13 +554,6 @@ class _Session:
                 await self.send(Injected(prompt))  # a message within the run: no count resets
         if self.stopped or await self.send(TurnStarting()) is None:
             return await self._halt()
-        if "<task-notification>" in prompt and self.news_requests:
-            request_id: str | None = self.news_requests.pop(0)
-        else:
-            request_id = await self.request(self.model)
-        if request_id is None:
-            return await self._halt()
-        self.main_request = request_id
         return self._context("UserPromptSubmit")
 
     async def on_tool_batch(self, data: dict[str, Any]) -> HookJSONOutput:
@@ -567,62 +562,25 @@ class _Session:
         for call in data.get("tool_calls") or ():
             call_id = str(call.get("tool_use_id", ""))
             self._finished(call_id)
-            await self._release_agent_request(call_id)
         if self.stopped:
             return await self._halt()
         if data.get("agent_id"):
-            # A sub-agent's next request: it counts against the run's limits, no turn of its own.
-            if await self.request(self._agent_model(data)) is None:
-                return await self._halt()
-            return self._context("PostToolBatch")
+            return self._context("PostToolBatch")  # a sub-agent's: no turn of its own
         if await self.send(TurnEnded(self.last_text)) is None:
             return await self._halt()
         if await self.send(TurnStarting()) is None:
             return await self._halt()
-        request_id = await self.request(self.model)
-        if request_id is None:
-            return await self._halt()
-        self.main_request = request_id
         return self._context("PostToolBatch")
 
-    async def on_stop(self, data: dict[str, Any]) -> HookJSONOutput:
-        """``Stop``: the main loop ends its turn, unless the CLI goes on at once with the news of
-        a background sub-agent that finished meanwhile: one more round trip, reported here."""
-        if self.stopped:
-            return await self._halt()
-        if not self.owed:
-            return {}
-        self.owed.clear()
-        await self.send(Injected("A background sub-agent finished."))
-        if await self.send(TurnEnded(self.last_text)) is None:
-            return await self._halt()
-        if await self.send(TurnStarting()) is None:
-            return await self._halt()
-        if self.news_requests:
-            request_id: str | None = self.news_requests.pop(0)
-        else:
-            request_id = await self.request(self.model)
-        if request_id is None:
-            return await self._halt()
-        self.main_request = request_id
-        return {}
-
     async def on_sub_agent_stop(self, data: dict[str, Any]) -> HookJSONOutput:
-        """``SubagentStop``: a sub-agent ends on its own, and waits for this hook before the CLI
-        takes its result. A background one's news then wakes the main loop in a request of its
-        own that no hook may precede (after an interrupt, or when the news comes as the main
-        loop's turn ends): that request is reported here, the last point before the CLI can
-        send it. Refused, the run stops and the sub-agent is killed while it waits: the CLI has
-        no news to give of a killed sub-agent."""
+        """``SubagentStop``: a sub-agent ends on its own. One in the background owes the main
+        loop a turn with its news, which the run waits for: the stream may tell of it only
+        after the main loop's result."""
         if self.stopped:
             return await self._halt()
         agent = str(data.get("agent_id", ""))
-        if agent in self.tasks_in_flight and agent not in self.background:
-            return {}  # in the foreground: its result goes back in a tool result, after a hook
-        request_id = await self.request(self.model)
-        if request_id is None:
-            return await self._halt()
-        self.news_requests.append(request_id)
+        if agent not in self.tasks_in_flight or agent in self.background:
+            self.owed.add(agent)  # not known yet to be in the foreground
         return {}
 
     async def on_pre_tool_use(self, data: dict[str, Any]) -> HookJSONOutput:
@@ -660,7 +618,6 @@ class _Session:
         call_id = str(data.get("tool_use_id", ""))
         name = str(data.get("tool_name", ""))
         content = _as_text(data.get("tool_response"))
-        await self._release_agent_request(call_id)
         if self.stopped:
             self.late_results.append((name, data.get("tool_input"), content))
         else:
@@ -670,7 +627,6 @@ class _Session:
 
     async def on_tool_failure(self, data: dict[str, Any]) -> HookJSONOutput:
         call_id = str(data.get("tool_use_id", ""))
-        await self._release_agent_request(call_id)
         admitted = call_id in self.verdicts and self.verdicts[call_id] is None
         if admitted and not self.stopped:
             error = str(data.get("error", ""))
@@ -717,14 +673,6 @@ class _Session:
                 self.stopped_calls.add(call_id)
                 continue
             refusal = decision.reason if isinstance(decision, Block) else None
-            if refusal is None and name in AGENT_TOOLS:
-                # The sub-agent's first request goes out as soon as the CLI starts it.
-                request_id = await self.request(self._agent_model({"tool_input": arguments}))
-                if request_id is None:
-                    self.stopped_calls.add(call_id)
-                    continue
-                self.agent_requests[call_id] = request_id
-                self.delegated = True
             self.verdicts[call_id] = refusal
             if refusal is None:
                 self.running.add(call_id)
@@ -734,25 +682,6 @@ class _Session:
         self.running.discard(call_id)
         if not self.running:
             self.calls_done.set()
-
-    async def _release_agent_request(self, call_id: str) -> None:
-        """An ``Agent`` call ended: a sub-agent request reported for it and never sent (the CLI
-        did not start the sub-agent) is taken back with nothing spent."""
-        request_id = self.agent_requests.pop(call_id, None)
-        if request_id is not None and call_id not in self.started_agents:
-            await self.send(ModelResponse(self.model, request_id=request_id))
-
-    def _agent_model(self, data: Mapping[str, Any]) -> str:
-        """The model a sub-agent's request goes to, as far as it is known here."""
-        arguments = data.get("tool_input")
-        arguments = arguments if isinstance(arguments, Mapping) else {}
-        chosen = arguments.get("model")
-        kind = arguments.get("subagent_type") or data.get("agent_type")
-        agents = self.owner.options.agents or {}
-        if not chosen and isinstance(kind, str) and kind in agents:
-            chosen = agents[kind].model
-        # An alias ("haiku", "inherit") names no price: the run's model stands in for it.
-        return chosen if isinstance(chosen, str) and "-" in chosen else self.model
 
     # The message stream
 
@@ -824,42 +753,52 @@ class _Session:
     async def handle(self, message: Message) -> None:
         if isinstance(message, StreamEvent):
             if message.parent_tool_use_id is None:
-                self._turn_begins()
-                await self._stream_event(message.event)
+                await self._main_loop_message()
+                self._stream_event(message.event)
             if not self.owner.options.include_partial_messages:
                 return
         elif isinstance(message, AssistantMessage):
             if message.parent_tool_use_id is None:
-                self._turn_begins()
+                await self._main_loop_message()
             else:
-                await self._sub_agent_response(message)
+                self._sub_agent_response(message)
         elif isinstance(message, SystemMessage):
-            await self._system(message)
+            self._system(message)
         elif isinstance(message, ResultMessage):
             self.result = message
             self.turn_active = False
-            await self._reconcile(message)
         self.messages.append(message)
         if self.on_message is not None:
             self.on_message(message)
 
+    async def _main_loop_message(self) -> None:
+        """After a result, a main-loop message with no ``UserPromptSubmit`` before it begins a
+        turn the CLI started on its own (after an interrupt) with a background sub-agent's
+        news: counted here, once its request has gone (and been counted, at the endpoint)."""
+        if self.turn_active:
+            return
+        self._turn_begins()
+        if not self.stopped:
+            await self.send(Injected("A background sub-agent finished."))
+            if await self.send(TurnStarting()) is None:
+                self._interrupt()
+
     def _turn_begins(self) -> None:
+        if not self.turn_active:
+            self.owed.clear()  # a turn the CLI starts on its own after a result: the news
         self.turn_active = True
         if self.owed_timer is not None:
             self.owed_timer.cancel()
             self.owed_timer = None
 
-    async def _stream_event(self, event: dict[str, Any]) -> None:
-        """A main-loop response, event by event: its usage comes in ``message_start`` (the
-        prompt side) and ``message_delta`` (the output), its calls in content blocks."""
+    def _stream_event(self, event: dict[str, Any]) -> None:
+        """A main-loop response, event by event: its text, and its calls in content blocks."""
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message") or {}
-            model = str(message.get("model") or self.model)
-            started = _Response(str(message.get("id", "")), model)
-            started.usage = dict(message.get("usage") or {})
+            started = _Response(str(message.get("id", "")))
             self.streaming = self.responses[started.message_id] = started
-            self.model = self.model or model
+            self.model = self.model or str(message.get("model") or "")
             return
         response = self.streaming
         if response is None:
@@ -878,24 +817,19 @@ class _Session:
                 response.text.append(str(delta.get("text", "")))
             elif delta.get("type") == "input_json_delta" and index in response.inputs:
                 response.inputs[index].append(str(delta.get("partial_json", "")))
-        elif kind == "message_delta":
-            usage = event.get("usage") or {}
-            response.usage.update({key: value for key, value in usage.items() if value is not None})
         elif kind == "message_stop":
             self.streaming = None
-            await self._complete(response)
+            self._complete(response)
 
-    async def _complete(self, response: _Response) -> None:
-        """A main-loop response has all arrived: report it, then count its calls."""
+    def _complete(self, response: _Response) -> None:
+        """A main-loop response has all arrived (and was counted at the Messages endpoint
+        before the CLI had its end): its calls are reported, all before any of them runs."""
         arguments = [_parse_json("".join(parts)) for _, parts in sorted(response.inputs.items())]
         response.calls = [
             (call_id, name, parsed)
             for (call_id, name, _), parsed in zip(response.calls, arguments, strict=False)
         ]
-        # A main-loop request no hook preceded brings a background sub-agent's news.
-        request_id = self.main_request or (self.news_requests.pop(0) if self.news_requests else "")
-        self.main_request = ""
-        await self.respond(response, request_id)
+        self.last_text = "".join(response.text) or self.last_text
         self._reported(response)
         if response.calls:
             # Its own task: a hook waits for its call's verdict, never for a synthesis pass
@@ -905,44 +839,34 @@ class _Session:
             response.decided.set()
 
     def _reported(self, response: _Response) -> None:
-        """A response is counted: the hooks of its calls may go on."""
+        """A response has arrived: the hooks of its calls may go on."""
         response.done.set()
         for call_id, _, _ in response.calls:
             self.call_owner[call_id] = response
             future = self.waiting.pop(call_id, None)
             if future is not None and not future.done():
                 future.set_result(response)
-        if self.stopped:
-            self._interrupt()
 
-    async def _sub_agent_response(self, message: AssistantMessage) -> None:
-        """A sub-agent's response: the SDK gives it block by block, each with the same id, and
-        the usage it had when it started (the rest is reconciled from the result)."""
+    def _sub_agent_response(self, message: AssistantMessage) -> None:
+        """A sub-agent's response: the SDK gives it block by block, each with the same id."""
         message_id = message.message_id or ""
-        calls = [
+        response = self.responses.get(message_id)
+        if response is None:
+            response = self.responses[message_id] = _Response(message_id)
+        response.calls = [
             (block.id, block.name, block.input)
             for block in message.content
             if isinstance(block, ToolUseBlock)
         ]
-        response = self.responses.get(message_id)
-        if response is None:
-            response = _Response(message_id, message.model or self.model)
-            response.usage = dict(message.usage or {})
-            response.calls = calls
-            self.responses[message_id] = response
-            await self.respond(response, "", main=False)
-        else:
-            response.calls = calls
         self._reported(response)
 
-    async def _system(self, message: SystemMessage) -> None:
+    def _system(self, message: SystemMessage) -> None:
         data = message.data
         if message.subtype == "init":
             self.cli_session = str(data.get("session_id") or "") or None
             self.model = self.model or str(data.get("model") or "")
         elif message.subtype == "task_started":
             task = str(data.get("task_id", ""))
-            self.started_agents.add(str(data.get("tool_use_id", "")))
             self.tasks_in_flight.add(task)
             if data.get("is_backgrounded"):
                 self.background.add(task)
@@ -953,54 +877,6 @@ class _Session:
                 self.tasks_in_flight.discard(task)
                 if message.subtype == "task_notification" and task in self.background:
                     self.owed.add(task)
-        elif message.subtype == "api_retry" and not self.stopped:
-            # The attempt failed with nothing to pay; the CLI sends it again after a delay,
-            # which an interrupt cuts short when the retry is over a limit.
-            failed, self.main_request = self.main_request, ""
-            await self.send(ModelResponse(self.model, request_id=failed))
-            request_id = await self.request(self.model)
-            if request_id is None:
-                self._interrupt()
-            else:
-                self.main_request = request_id
-
-    async def _reconcile(self, message: ResultMessage) -> None:
-        """Count what the stream did not show: per model, what the ``ResultMessage``'s usage
-        grew by, less what was reported (a sub-agent's output tokens, requests the CLI made on
-        its own)."""
-        known = self.owner.cli_usage.get(message.session_id)
-        before = self.owner.cli_usage.setdefault(message.session_id, {})
-        for model, totals in (message.model_usage or {}).items():
-            cache_read = int(totals.get("cacheReadInputTokens") or 0)
-            cache_write = int(totals.get("cacheCreationInputTokens") or 0)
-            now = (
-                int(totals.get("inputTokens") or 0) + cache_read + cache_write,
-                int(totals.get("outputTokens") or 0),
-                cache_read,
-                cache_write,
-            )
-            earlier = before.get(model, (0, 0, 0, 0))
-            counted = self.reported.pop(model, [0, 0, 0, 0])
-            before[model] = now
-            if known is None and self.resumed:
-                # A session resumed in a new CLI starts from totals this process never saw: its
-                # first result only sets where the next ones count from.
-                continue
-            missing = [
-                max(0, total - already - done)
-                for total, already, done in zip(now, earlier, counted, strict=True)
-            ]
-            if any(missing):
-                await self.send(
-                    ModelResponse(
-                        model,
-                        input_tokens=missing[0],
-                        output_tokens=missing[1],
-                        cache_read_tokens=missing[2],
-                        cache_write_tokens=missing[3],
-                        request_id="claude-result",
-                    )
-                )
 
     # Ending
 
@@ -1022,7 +898,8 @@ class _Session:
         try:
             if self.interrupting is not None:
                 await asyncio.wait((self.interrupting,))
-            elif not self.ended:
+            elif not self.ended or self.tasks_in_flight:
+                # A sub-agent still running in the background is ended with the run.
                 await _bounded(client.interrupt())
         finally:
             if owned:
@@ -1030,11 +907,6 @@ class _Session:
 
     async def settle(self) -> None:
         """The CLI's run ended: the outcome is its answer, or why it could not give one."""
-        for request_id in self.news_requests:
-            # The news went with a request counted on its own (or never went: the run stopped
-            # first): its own request is taken back with nothing spent.
-            await self.send(ModelResponse(self.model, request_id=request_id))
-        self.news_requests.clear()
         if self.run.outcome is not None:
             return
         result = self.result
@@ -1058,7 +930,7 @@ class _Session:
             response.decided.set()  # the calls met by the stop are refused now
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.calls_done.wait(), SYNTHESIS_SECONDS)
-        request_id = await self.request(self.model)
+        request_id = await self.request(self.model, self.owner.max_tokens)
         if request_id is None:
             return None  # the budget left cannot pay for the pass
         options = dataclasses.replace(
@@ -1096,9 +968,8 @@ class _Session:
             await self.send(ModelResponse(self.model, answered=False, request_id=request_id))
             return None
         result = results[-1]
-        response = _Response("synthesis", next(iter(result.model_usage or {}), self.model))
-        response.usage = dict(result.usage or {})
-        await self.respond(response, request_id, main=False, tally=False)
+        model = next(iter(result.model_usage or {}), self.model)
+        await self.send(_model_response(model, result.usage or {}, request_id=request_id))
         if result.is_error or result.result is None:
             return None
         self.synthesis_result = result
@@ -1125,6 +996,44 @@ async def _bounded(awaitable: Awaitable[None]) -> None:
     """Ask the CLI to end its turn; a CLI that cannot answer is left to ``disconnect()``."""
     with contextlib.suppress(Exception):
         await asyncio.wait_for(awaitable, INTERRUPT_SECONDS)
+
+
+def _model_response(
+    model: str,
+    usage: Mapping[str, Any],
+    *,
+    request_id: str,
+    text: str | None = None,
+    tool_calls: int = 0,
+    answered: bool = True,
+) -> ModelResponse:
+    """A response with the Messages API's usage: ``input_tokens`` there leave out the cache's."""
+    cache_read = int(usage.get("cache_read_input_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    return ModelResponse(
+        model,
+        input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        text=text,
+        tool_calls=tool_calls,
+        request_id=request_id,
+        answered=answered,
+    )
+
+
+def _upstream(options: ClaudeAgentOptions) -> str:
+    """Where the CLI would send its requests without haltwise."""
+    env = {**os.environ, **options.env}
+    routed = [name for name in OTHER_BACKENDS if env.get(name, "").lower() in ("1", "true")]
+    if routed:
+        raise ConfigurationError(
+            f"haltwise counts the Claude Code CLI's model requests at an endpoint of its own in "
+            f"front of the Anthropic API; with {routed[0]} set the CLI sends them elsewhere, "
+            f"unseen: unset it to govern this agent"
+        )
+    return env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_API
 
 
 def _max_tokens(options: ClaudeAgentOptions, given: int | None) -> int:
