@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from haltwise import Block, Stop
 from haltwise.engine.decisions import Warn
 from haltwise.engine.detectors import normalize_output, result_fingerprint, stuck
-from haltwise.engine.detectors._keys import _EVERY_BRANCH, _dispatched, _mask
+from haltwise.engine.detectors._keys import (
+    _ASCII_DIGIT,
+    _EVERY_BRANCH,
+    _dispatched,
+    _mask,
+    _mask_text,
+    _pattern,
+)
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -223,7 +230,29 @@ _PIECES = st.sampled_from(
 @given(st.lists(_PIECES, max_size=40).map("".join))
 def test_ascii_text_is_masked_as_by_every_branch_in_turn(text: str) -> None:
     # ASCII text is scanned with the branches dispatched on their first character.
-    assert _dispatched(True).sub(_mask, text) == _EVERY_BRANCH.sub(_mask, text)
+    assert _dispatched(True).pattern.sub(_mask, text) == _EVERY_BRANCH.pattern.sub(_mask, text)
+
+
+def _masked_at_once(text: str) -> str:
+    """``text`` masked in one scan of the lines with a digit (or of all, with a temp path)."""
+    if "tmp" in text or "/var/folders" in text:
+        return _pattern(text).pattern.sub(_mask, text)
+    lines = text.split("\n")
+    marked = [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
+    if not marked:
+        return text
+    chosen = "\n".join(lines[index] for index in marked)
+    masked = _pattern(chosen).pattern.sub(_mask, chosen).split("\n")
+    for index, line in zip(marked, masked, strict=True):
+        lines[index] = line
+    return "\n".join(lines)
+
+
+@given(st.lists(st.lists(_PIECES | _TEXT, max_size=12).map("".join), max_size=30))
+def test_lines_masked_one_by_one_and_remembered_are_masked_as_at_once(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    assert _mask_text(text) == _masked_at_once(text)
+    assert _mask_text(text) == _masked_at_once(text)  # the lines remembered, this time
 
 
 @given(_TEXT)

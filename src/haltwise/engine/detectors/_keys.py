@@ -146,16 +146,50 @@ _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓
 _WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═█▉▊▋▌▍▎▏░▒▓]{2,}")
 
 
+#: How many lines' masked forms each pattern remembers: outputs that come back (a test run
+#: again, a file viewed again, a log polled) repeat most of their lines.
+SEEN_LINES: Final = 4_096
+
+
+class Masker:
+    """A volatile-span pattern and the lines it has masked, by what they were."""
+
+    __slots__ = ("pattern", "seen")
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.seen: dict[str, str] = {}
+
+    def mask(self, lines: list[str], marked: list[int]) -> None:
+        """Mask ``lines[index]`` for each index in ``marked``, in place. No mask spans a line
+        break, so each line is masked alone: those masked before are not scanned again, and
+        the others are scanned in one pass."""
+        seen = self.seen
+        found = [seen.get(lines[index]) for index in marked]
+        unseen = [index for index, line in zip(marked, found, strict=True) if line is None]
+        for index, line in zip(marked, found, strict=True):
+            if line is not None:
+                lines[index] = line
+        if not unseen:
+            return
+        if len(seen) + len(unseen) > SEEN_LINES:
+            seen.clear()
+        text = "\n".join(lines[index] for index in unseen)
+        for index, line in zip(unseen, self.pattern.sub(_mask, text).split("\n"), strict=True):
+            seen[lines[index]] = line
+            lines[index] = line
+
+
 @functools.lru_cache(maxsize=256)
-def _volatile(extras: tuple[int, ...], wide: bool) -> re.Pattern[str]:
+def _volatile(extras: tuple[int, ...], wide: bool) -> Masker:
     branches = [*_CORE, *(branch for index in extras for branch in _EXTRAS[index][1])]
     if wide:
         branches.append(_WIDE_RULES)
-    return re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches))
+    return Masker(re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches)))
 
 
 @functools.lru_cache(maxsize=2)
-def _dispatched(rules: bool) -> re.Pattern[str]:
+def _dispatched(rules: bool) -> Masker:
     """The pattern for ASCII text (where ``\\d`` is ``[0-9]`` and no wide rule can be): every
     branch, the rules only if ``rules``, as one alternative per character that starts any
     (that character, then the rests of the branches it starts, in their order). With a literal
@@ -167,12 +201,14 @@ def _dispatched(rules: bool) -> re.Pattern[str]:
         for character in map(chr, range(128)):
             if starts.fullmatch(character):
                 rests.setdefault(character, []).append(rest)
-    return re.compile(
-        "|".join(
-            f"{re.escape(character)}(?:{'|'.join(alternatives)})"
-            for character, alternatives in rests.items()
-        ),
-        re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
+    return Masker(
+        re.compile(
+            "|".join(
+                f"{re.escape(character)}(?:{'|'.join(alternatives)})"
+                for character, alternatives in rests.items()
+            ),
+            re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
+        )
     )
 
 
@@ -181,7 +217,7 @@ _SHORT: Final = 256
 _EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 
 
-def _pattern(text: str) -> re.Pattern[str]:
+def _pattern(text: str) -> Masker:
     """The volatile-span pattern with the branches ``text`` may need."""
     if text.isascii():
         # Every substring test but the rules' looks for what each match of its branches holds
@@ -244,23 +280,34 @@ def _mask(match: re.Match[str]) -> str:
 _LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"})
 
 
+#: From how many lines to mask an output line by line, remembering each (below it, looking
+#: lines up costs more than it saves).
+_REMEMBERED_FROM: Final = 8
+
+
 def _mask_text(text: str) -> str:
     """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
     if "tmp" in text or "/var/folders" in text:
-        return _pattern(text).sub(_mask, text)
-    lines = text.split("\n")
-    marked = [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
-    if not marked:
-        return text
-    if len(marked) == len(lines):
-        return _pattern(text).sub(_mask, text)
-    chosen = "\n".join(lines[index] for index in marked)
-    pattern = _pattern(chosen)
-    masked = pattern.sub(_mask, chosen).split("\n")
-    if len(masked) != len(marked):  # pragma: no cover - no mask spans a line break
-        return pattern.sub(_mask, text)
-    for index, line in zip(marked, masked, strict=True):
-        lines[index] = line
+        masker = _pattern(text)
+        if text.count("\n") + 1 < _REMEMBERED_FROM:
+            return masker.pattern.sub(_mask, text)
+        lines = text.split("\n")
+        marked = list(range(len(lines)))
+    else:
+        lines = text.split("\n")
+        marked = [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
+        if not marked:
+            return text
+        chosen = text if len(marked) == len(lines) else "\n".join(lines[i] for i in marked)
+        masker = _pattern(chosen)
+        if len(marked) < _REMEMBERED_FROM:
+            masked = masker.pattern.sub(_mask, chosen)
+            if chosen is text:
+                return masked
+            for index, line in zip(marked, masked.split("\n"), strict=True):
+                lines[index] = line
+            return "\n".join(lines)
+    masker.mask(lines, marked)
     return "\n".join(lines)
 
 
@@ -297,6 +344,17 @@ _ERROR_PHRASES: Final = (
 )
 
 
+def _exception_names(text: str) -> list[str]:
+    """The exception classes that lines of ``text`` start with. A name is on one line, and a
+    line can hold one only if it names one of the kinds: the others are not scanned."""
+    lines = [
+        line
+        for line in text.split("\n")
+        if "Error" in line or "Exception" in line or "Exit" in line or "Interrupt" in line
+    ]
+    return _EXCEPTION.findall("\n".join(lines)) if lines else []
+
+
 def normalize_output(text: str) -> str:
     """``text`` with volatile details masked: what two runs of the same call have in common."""
     if "\x1b" in text:
@@ -324,7 +382,7 @@ def error_class(
     lowered = (head + "\n" + tail).lower()
     found = None
     if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
-        names = _EXCEPTION.findall(tail or head)
+        names = _exception_names(tail or head)
         if names:
             found = names[-1]
     if found is None:
@@ -358,9 +416,15 @@ def _has_digit(text: str) -> bool:
     return any(c.isdigit() for c in text)
 
 
+def _may_be_volatile(value: str) -> bool:
+    """Whether ``value`` is looked through for a uuid or a timestamp: only one with a digit
+    early on, and with two dashes at least, as each of them has."""
+    return len(value) >= 10 and value.count("-") >= 2 and _has_digit(value[:64])
+
+
 def _mask_value(value: str) -> str:
     value = value.strip()
-    if len(value) >= 10 and _has_digit(value[:64]):
+    if _may_be_volatile(value):
         value = _ARGUMENT_VOLATILE.sub(_mask, value)
     return value
 
@@ -386,8 +450,7 @@ def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
         if not isinstance(key, str) or key.lower() in ignored:
             return False
         if isinstance(value, str):
-            # Short strings with no digits cannot hold a uuid or a timestamp.
-            if len(value) >= 10 and _has_digit(value[:64]):
+            if _may_be_volatile(value):
                 return False
             if value[:1].isspace() or value[-1:].isspace():
                 return False
