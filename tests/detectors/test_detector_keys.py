@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from haltwise.engine.detectors import (
     action_key,
@@ -11,7 +15,7 @@ from haltwise.engine.detectors import (
     normalize_output,
     result_fingerprint,
 )
-from haltwise.engine.detectors._keys import analyze_call, analyze_result
+from haltwise.engine.detectors._keys import _numbers_masked, analyze_call, analyze_result
 from haltwise.engine.events import ToolCall, ToolResult
 
 
@@ -131,3 +135,8 @@ def test_an_output_seen_again_is_not_analysed_again() -> None:
     assert again is first
     assert failed is not first
     assert failed.error is not None
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab 09\n\x00٣²")), max_size=40))
+def test_numbers_are_masked_as_by_a_regular_expression(text: str) -> None:
+    assert _numbers_masked(text) == re.sub(r"\d+", "#", text)

@@ -629,13 +629,25 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
 
 
 _DIGITS = re.compile(r"\d+")
-_ASCII_DIGITS = re.compile(r"\d+", re.ASCII)
+#: Every ASCII digit as a NUL: what separates the pieces of a text between its numbers.
+_DIGITS_AS_NUL: Final = str.maketrans("0123456789", "\x00" * 10)
+
+
+def _numbers_masked(text: str) -> str:
+    """``text`` with each run of digits as ``#``. For ASCII text with no NUL in it, a
+    translation and a split (the pieces between digits, without the empty ones a run of
+    several leaves) rather than a regular expression, which tries a match at every position."""
+    if not text.isascii() or "\x00" in text:
+        return _DIGITS.sub("#", text)
+    pieces = text.translate(_DIGITS_AS_NUL).split("\x00")
+    if len(pieces) == 1:
+        return text
+    between = [piece for piece in pieces[1:-1] if piece]
+    return "#".join([pieces[0], *between, pieces[-1]])
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    text = "\n".join(lines)
-    digits = _ASCII_DIGITS if text.isascii() else _DIGITS
-    masked = digits.sub("#", text).split("\n")
+    masked = _numbers_masked("\n".join(lines)).split("\n")
     return tuple(zip(map(hash, lines), map(hash, masked), strict=True))
 
 
