@@ -16,6 +16,9 @@ final answer. Contenders, timed side by side in interleaved rounds in one proces
 - ``+ haltwise (govern)``: the same agent built with ``HaltwiseMiddleware`` (limits on turns,
   tool calls, tokens and time, none of which trips), run by ``govern(agent,
   guard).run_sync(...)``;
+- ``+ haltwise at BASE``: the same with the adapter of another revision
+  (``HALTWISE_BENCH_BASE``, by default ``main``), extracted with ``git archive`` and imported
+  beside this one, so that a change to the adapter is measured before and after in one run;
 - and each again with ``ainvoke`` / ``await govern(...).run(...)``.
 
 The ratio (median over rounds of each run's time over the bare agent's in the same round) is
@@ -28,6 +31,8 @@ milliseconds; a real model takes hundreds, so the same microseconds weigh far le
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import statistics
 import time
 from collections.abc import Callable, Coroutine
@@ -41,10 +46,13 @@ from langchain_openai import ChatOpenAI
 import haltwise
 from haltwise.adapters.langchain import HaltwiseMiddleware, govern
 from haltwise.testing import Reply, ScriptedServer, reply, tool_call
+from revisions import load_revision
 
 MODEL = "scripted-model"
 TURNS = 10
-ROUNDS = 40
+ROUNDS = 80
+#: The revision whose adapter is timed beside this one's.
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 #: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
 QUESTION: Any = {"messages": [("user", "Find everything about the parser bug.")]}
 
@@ -64,12 +72,13 @@ def answer(body: dict[str, Any]) -> Reply:
     return reply("The round trip drops escapes.", usage=(1000 + 60 * done, 12))
 
 
-def guard() -> haltwise.Guard:
-    return haltwise.Guard(
-        haltwise.max_turns(TURNS + 5)
-        | haltwise.max_tool_calls(TURNS + 5)
-        | haltwise.max_tokens(1_000_000)
-        | haltwise.timeout(minutes=5)
+def guard(api: Any = haltwise) -> Any:
+    """The benchmark's guard, built with ``api`` (``haltwise``, or the base revision's)."""
+    return api.Guard(
+        api.max_turns(TURNS + 5)
+        | api.max_tool_calls(TURNS + 5)
+        | api.max_tokens(1_000_000)
+        | api.timeout(minutes=5)
     )
 
 
@@ -109,7 +118,9 @@ class NoOpWithAgentHooks(NoOp):
 Contender = tuple[str, Callable[[], Any], Callable[[], Coroutine[Any, Any, Any]]]
 
 
-def contenders(server: ScriptedServer) -> list[Contender]:
+def contenders(server: ScriptedServer, base: Any) -> list[Contender]:
+    """The agent bare, with the floors, and governed (also at ``base``, the base revision's
+    package, unless it is a string: the reason it could not be loaded)."""
     model = ChatOpenAI(
         model=MODEL,
         base_url=server.base_url,
@@ -126,8 +137,9 @@ def contenders(server: ScriptedServer) -> list[Contender]:
         create_agent(model, tools=[search], middleware=[HaltwiseMiddleware(run_guard)]), run_guard
     )
 
-    def checked(outcome: haltwise.Outcome) -> None:
-        assert outcome.status is haltwise.Status.COMPLETED, outcome
+    def checked(outcome: Any) -> None:
+        # (a string comparison: the base revision has a Status enum of its own)
+        assert outcome.status == "completed", outcome
         assert outcome.usage.tool_calls == TURNS
 
     # The async runs return None to asyncio.run: on its way out, asyncio.run formats its main
@@ -138,7 +150,7 @@ def contenders(server: ScriptedServer) -> list[Contender]:
     async def arun_governed() -> None:
         checked((await governed.run(QUESTION)).outcome)
 
-    return [
+    players: list[Contender] = [
         ("create_agent", lambda: bare.invoke(QUESTION), lambda: arun(bare)),
         ("+ a no-op middleware", lambda: noop.invoke(QUESTION), lambda: arun(noop)),
         ("+ no-op, agent hooks too", lambda: noop_hooks.invoke(QUESTION), lambda: arun(noop_hooks)),
@@ -148,11 +160,33 @@ def contenders(server: ScriptedServer) -> list[Contender]:
             arun_governed,
         ),
     ]
+    if not isinstance(base, str):
+        adapter = importlib.import_module(f"{base.__name__}.adapters.langchain")
+        base_guard = guard(base)
+        middleware = adapter.HaltwiseMiddleware(base_guard)
+        at_base = adapter.govern(
+            create_agent(model, tools=[search], middleware=[middleware]), base_guard
+        )
+
+        async def arun_at_base() -> None:
+            checked((await at_base.run(QUESTION)).outcome)
+
+        players.append(
+            (
+                f"+ haltwise at {BASE_REVISION}",
+                lambda: checked(at_base.run_sync(QUESTION).outcome),
+                arun_at_base,
+            )
+        )
+    return players
 
 
 def main() -> None:
+    base = load_revision(BASE_REVISION, "haltwise_base")
+    if isinstance(base, str):
+        print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
     with ScriptedServer([answer], repeat_last=True) as server:
-        players = contenders(server)
+        players = contenders(server, base)
         runs: list[tuple[str, Callable[[], Any]]] = []
         for name, play, aplay in players:
             runs.append((name, play))
@@ -173,7 +207,7 @@ def main() -> None:
         f"{ROUNDS} interleaved rounds (CPU: this process's, the server's threads included)"
     )
     print(
-        f"{'':30}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
+        f"{'':34}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
     )
     for suffix in ("", ", async"):
         bare = f"{players[0][0]}{suffix}"
@@ -181,7 +215,7 @@ def main() -> None:
             name = f"{name}{suffix}"
             added = (statistics.median(cpu[name]) - statistics.median(cpu[bare])) / (TURNS + 1)
             print(
-                f"{name:30}{statistics.median(wall[name]) * 1e3:>9.1f}"
+                f"{name:34}{statistics.median(wall[name]) * 1e3:>9.1f}"
                 f"{_ratio(wall[name], wall[bare]):>8.3f}x{min(wall[name]) / min(wall[bare]):>7.3f}x"
                 f"{statistics.median(cpu[name]) * 1e3:>9.1f}{_ratio(cpu[name], cpu[bare]):>8.3f}x"
                 f"{added * 1e6:>7.0f} us"
