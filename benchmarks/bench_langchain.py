@@ -19,7 +19,13 @@ final answer. Contenders, timed side by side in interleaved rounds in one proces
 - ``+ haltwise at BASE``: the same with the adapter of another revision
   (``HALTWISE_BENCH_BASE``, by default ``main``), extracted with ``git archive`` and imported
   beside this one, so that a change to the adapter is measured before and after in one run;
-- and each again with ``ainvoke`` / ``await govern(...).run(...)``.
+- and each again with ``ainvoke`` / ``await govern(...).run(...)``, all in one event loop (as
+  in a service: ``asyncio.run`` per run would also start and join the loop's worker threads
+  every time, which only the wrap hooks use);
+- diagnostic: the bare agent, the no-op middleware and haltwise, async, with LangSmith's
+  worker-thread hops run in place (``langsmith.set_runtime_overrides(aio_to_thread=...)``, a
+  process-wide choice that is the user's to make, never haltwise's): how much of the async
+  floor those hops are.
 
 The ratio (median over rounds of each run's time over the bare agent's in the same round) is
 the wall time added. Goal for haltwise: under 1.02. The scripted server answers in a few
@@ -35,9 +41,10 @@ import importlib
 import os
 import statistics
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import langsmith
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.tools import tool
@@ -181,51 +188,100 @@ def contenders(server: ScriptedServer, base: Any) -> list[Contender]:
     return players
 
 
+#: A contender as timed: a name and one run (a sync one is called from a coroutine).
+Timed = tuple[str, Callable[[], Awaitable[None]]]
+
+
 def main() -> None:
     base = load_revision(BASE_REVISION, "haltwise_base")
     if isinstance(base, str):
         print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
     with ScriptedServer([answer], repeat_last=True) as server:
         players = contenders(server, base)
-        runs: list[tuple[str, Callable[[], Any]]] = []
-        for name, play, aplay in players:
-            runs.append((name, play))
-            runs.append((f"{name}, async", _in_new_loop(aplay)))
-        for _, play in runs:  # warm-up: imports, connection pools, code paths
-            play()
-        wall: dict[str, list[float]] = {name: [] for name, _ in runs}
-        cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
-        for round_no in range(ROUNDS):
-            shift = round_no % len(runs)
-            for name, play in runs[shift:] + runs[:shift]:
-                started, started_cpu = time.perf_counter(), time.process_time()
-                play()
-                wall[name].append(time.perf_counter() - started)
-                cpu[name].append(time.process_time() - started_cpu)
+        runs: list[Timed] = [(name, _called(play)) for name, play, _ in players]
+        runs += [(f"{name}, async", aplay) for name, _, aplay in players]
+        runs += [
+            (f"{name}, async, {INLINE}", _hops_inline(aplay))
+            for name, _, aplay in players
+            if name in ("create_agent", "+ a no-op middleware", "+ haltwise (govern)")
+        ]
+        # One event loop for every run, as in a service: a loop per run would also start and
+        # join the loop's worker threads on every run, which only the wrap hooks use.
+        wall, cpu = asyncio.run(measure(runs))
+    names = [name for name, _ in runs]
     print(
         f"one run = {TURNS} turns (a tool call each) + a final answer, over HTTP; median of "
         f"{ROUNDS} interleaved rounds (CPU: this process's, the server's threads included)"
     )
     print(
-        f"{'':34}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
+        f"{'':42}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
     )
-    for suffix in ("", ", async"):
-        bare = f"{players[0][0]}{suffix}"
-        for name, _, _ in players:
-            name = f"{name}{suffix}"
+    bare = players[0][0]
+    for section in (names[: len(players)], names[len(players) :]):
+        for name in section:
             added = (statistics.median(cpu[name]) - statistics.median(cpu[bare])) / (TURNS + 1)
             print(
-                f"{name:34}{statistics.median(wall[name]) * 1e3:>9.1f}"
+                f"{name:42}{statistics.median(wall[name]) * 1e3:>9.1f}"
                 f"{_ratio(wall[name], wall[bare]):>8.3f}x{min(wall[name]) / min(wall[bare]):>7.3f}x"
                 f"{statistics.median(cpu[name]) * 1e3:>9.1f}{_ratio(cpu[name], cpu[bare]):>8.3f}x"
                 f"{added * 1e6:>7.0f} us"
             )
+        bare = f"{bare}, async"
     print("(best: the fastest run of each over the bare agent's fastest, less sensitive to load)")
     print("goal: haltwise's wall time under 1.02x the bare agent's")
 
 
-def _in_new_loop(aplay: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], Any]:
-    return lambda: asyncio.run(aplay())
+async def measure(runs: list[Timed]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of each run, over ``ROUNDS`` interleaved rounds."""
+    for _, play in runs:  # warm-up: imports, connection pools, code paths
+        await play()
+    wall: dict[str, list[float]] = {name: [] for name, _ in runs}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
+    for round_no in range(ROUNDS):
+        shift = round_no % len(runs)
+        for name, play in runs[shift:] + runs[:shift]:
+            started, started_cpu = time.perf_counter(), time.process_time()
+            await play()
+            wall[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - started_cpu)
+    return wall, cpu
+
+
+def _called(play: Callable[[], Any]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        play()
+
+    return run
+
+
+#: The diagnostic rows' label: LangSmith's worker-thread hops made inline.
+INLINE = "hops inline"
+
+
+async def _inline(
+    default: Callable[..., Awaitable[Any]],
+    context: Any,
+    func: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    return context.run(func, *args, **kwargs)
+
+
+def _hops_inline(aplay: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], Awaitable[None]]:
+    """``aplay`` with LangSmith's ``aio_to_thread`` (the setup and the end of the span of each
+    async wrap hook, sent to a worker thread) run in place: ``set_runtime_overrides``, the
+    user's process-wide choice. Diagnostic: what of the async floor those hops are."""
+
+    async def run() -> None:
+        langsmith.set_runtime_overrides(aio_to_thread=_inline)
+        try:
+            await aplay()
+        finally:
+            langsmith.set_runtime_overrides()
+
+    return run
 
 
 def _ratio(mine: list[float], theirs: list[float]) -> float:
