@@ -12,6 +12,13 @@ Contenders, timed side by side in interleaved rounds in one process and one even
   that overrides the same five hooks and does nothing in them. pydantic-ai does work of its own
   for every run that has a capability (binding, combining, a context per hook call); this row is
   that floor, which any hook-based integration pays, so that haltwise's own share shows;
+- ``+ an empty capability``: a capability that overrides no hook at all. pydantic-ai calls every
+  hook of every capability of a run, with a context of its own for each call, so this costs
+  what the do-nothing one does: the floor belongs to having a capability, not to the hooks;
+- ``model wrapped, no capability``: ``agent.run(prompt, model=WrapperModel(model))``, the model
+  behind pydantic-ai's pass-through wrapper: what a capability-free integration would pay for
+  the model side. (pydantic-ai offers no capability-free way to wrap the agent's own tools,
+  which haltwise must refuse before they run: ``get_wrapper_toolset`` is a capability's.)
 - ``govern at BASE``: ``govern(agent, guard)`` with the adapter of another revision
   (``HALTWISE_BENCH_BASE``, by default ``main``), extracted with ``git archive`` and imported
   beside this one, so that a change to the adapter is measured before and after in one run.
@@ -48,6 +55,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.output import OutputContext
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
@@ -170,6 +178,10 @@ class DoNothing(AbstractCapability[Any]):
         return await handler(output)
 
 
+class NoHooks(AbstractCapability[Any]):
+    """A capability that overrides nothing."""
+
+
 Contender = tuple[str, Callable[[], Awaitable[object]]]
 
 
@@ -187,6 +199,14 @@ def contenders(model: Model, base: Any) -> list[Contender]:
     async def floor() -> object:
         return await agent.run("Look everything up.", capabilities=[DoNothing()])
 
+    async def empty() -> object:
+        return await agent.run("Look everything up.", capabilities=[NoHooks()])
+
+    wrapped = WrapperModel(model)
+
+    async def model_wrapped() -> object:
+        return await agent.run("Look everything up.", model=wrapped)
+
     async def under_haltwise() -> object:
         result = await governed.run("Look everything up.")
         assert result.completed, result.outcome
@@ -196,6 +216,8 @@ def contenders(model: Model, base: Any) -> list[Contender]:
     players: list[Contender] = [
         ("pydantic-ai", bare),
         ("+ a do-nothing capability", floor),
+        ("+ an empty capability", empty),
+        ("model wrapped, no capability", model_wrapped),
         ("govern(agent, guard)", under_haltwise),
     ]
     if not isinstance(base, str):
@@ -267,7 +289,7 @@ async def benchmark() -> float:
     base = load_revision(BASE_REVISION, "haltwise_base")
     if isinstance(base, str):
         print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
-    script = [scripted] * ((ROUNDS * RUNS_PER_BATCH + 3) * 4 * REQUESTS_PER_RUN)
+    script = [scripted] * ((ROUNDS * RUNS_PER_BATCH + 3) * 6 * REQUESTS_PER_RUN)
     with ScriptedServer(script) as server:
         provider = OpenAIProvider(base_url=server.base_url, api_key="test")
         over_http = await measure(
