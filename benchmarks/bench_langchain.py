@@ -31,7 +31,9 @@ The ratio (median over rounds of each run's time over the bare agent's in the sa
 the wall time added. Goal for haltwise: under 1.02. The scripted server answers in a few
 milliseconds; a real model takes hundreds, so the same microseconds weigh far less there.
 
-``python benchmarks/run.py langchain``
+``python benchmarks/run.py langchain``; ``python benchmarks/bench_langchain.py --instructions``
+counts the instructions of the same runs instead, under Valgrind (``instructions.py``): the same
+comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ import asyncio
 import importlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import langsmith
@@ -51,6 +55,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import haltwise
+import instructions
 from haltwise.adapters.langchain import HaltwiseMiddleware, govern
 from haltwise.testing import Reply, ScriptedServer, reply, tool_call
 from revisions import load_revision
@@ -58,6 +63,9 @@ from revisions import load_revision
 MODEL = "scripted-model"
 TURNS = 10
 ROUNDS = 80
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 2
 #: The revision whose adapter is timed beside this one's.
 BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 #: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
@@ -192,19 +200,25 @@ def contenders(server: ScriptedServer, base: Any) -> list[Contender]:
 Timed = tuple[str, Callable[[], Awaitable[None]]]
 
 
+def timed_runs(server: ScriptedServer, base: Any) -> list[Timed]:
+    """Every contender, sync and async, and the async diagnostic rows."""
+    players = contenders(server, base)
+    runs: list[Timed] = [(name, _called(play)) for name, play, _ in players]
+    runs += [(f"{name}, async", aplay) for name, _, aplay in players]
+    runs += [
+        (f"{name}, async, {INLINE}", _hops_inline(aplay))
+        for name, _, aplay in players
+        if name in ("create_agent", "+ a no-op middleware", "+ haltwise (govern)")
+    ]
+    return runs
+
+
 def main() -> None:
     base = load_revision(BASE_REVISION, "haltwise_base")
     if isinstance(base, str):
         print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
     with ScriptedServer([answer], repeat_last=True) as server:
-        players = contenders(server, base)
-        runs: list[Timed] = [(name, _called(play)) for name, play, _ in players]
-        runs += [(f"{name}, async", aplay) for name, _, aplay in players]
-        runs += [
-            (f"{name}, async, {INLINE}", _hops_inline(aplay))
-            for name, _, aplay in players
-            if name in ("create_agent", "+ a no-op middleware", "+ haltwise (govern)")
-        ]
+        runs = timed_runs(server, base)
         # One event loop for every run, as in a service: a loop per run would also start and
         # join the loop's worker threads on every run, which only the wrap hooks use.
         wall, cpu = asyncio.run(measure(runs))
@@ -216,8 +230,9 @@ def main() -> None:
     print(
         f"{'':42}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
     )
-    bare = players[0][0]
-    for section in (names[: len(players)], names[len(players) :]):
+    bare = names[0]
+    synced = sum(1 for name in names if "async" not in name)
+    for section in (names[:synced], names[synced:]):
         for name in section:
             added = (statistics.median(cpu[name]) - statistics.median(cpu[bare])) / (TURNS + 1)
             print(
@@ -245,6 +260,29 @@ async def measure(runs: list[Timed]) -> tuple[dict[str, list[float]], dict[str, 
             wall[name].append(time.perf_counter() - started)
             cpu[name].append(time.process_time() - started_cpu)
     return wall, cpu
+
+
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``)."""
+    with ScriptedServer([answer], repeat_last=True) as server:
+        runs = timed_runs(server, load_revision(BASE_REVISION, "haltwise_base"))
+        await instructions.run_phases(runs, INSTRUCTION_ROUNDS, INSTRUCTION_RUNS)
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({TURNS} turns and a final answer over HTTP, the scripted "
+        f"server's included), {INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(
+        phases,
+        INSTRUCTION_RUNS,
+        lambda name: "create_agent, async" if "async" in name else "create_agent",
+    )
 
 
 def _called(play: Callable[[], Any]) -> Callable[[], Awaitable[None]]:
@@ -290,4 +328,9 @@ def _ratio(mine: list[float], theirs: list[float]) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()

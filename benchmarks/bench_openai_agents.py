@@ -19,7 +19,9 @@ The added wall time is the median of the per-round ratios (the goal: under 2%), 
 diagnostic, the same pair runs on an in-process ``Model`` (no HTTP): there the SDK alone is the
 floor, and the adapter's share is at its largest.
 
-``python benchmarks/run.py openai_agents``
+``python benchmarks/run.py openai_agents``; ``python benchmarks/bench_openai_agents.py
+--instructions`` counts the instructions of the runs over HTTP instead, under Valgrind
+(``instructions.py``): the same comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import gc
 import importlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from agents import (
@@ -57,6 +61,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+import instructions
 from haltwise import Guard, Limit, Prices, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
 from haltwise.adapters import openai_agents as this_adapter
@@ -74,6 +79,9 @@ LOCAL_RUNS_PER_BATCH = 2
 #: Rounds between two garbage collections (outside the timings; a full one takes a while).
 GC_EVERY = 20
 GOAL = 0.02
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 3
 #: The revision whose adapter is timed beside this one's.
 BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 PRICES = Prices({MODEL: {"input": "0.15", "output": "0.60"}})
@@ -324,6 +332,34 @@ async def benchmark() -> tuple[float, float]:
     return shares
 
 
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the runs over HTTP."""
+    with ScriptedServer([scripted], repeat_last=True) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+
+        def over_http() -> Model:
+            return OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+
+        base = load_revision(BASE_REVISION, "haltwise_base")
+        await instructions.run_phases(
+            contenders(over_http, base), INSTRUCTION_ROUNDS, INSTRUCTION_RUNS
+        )
+        await client.close()
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
+        "tool calls over HTTP, the scripted server's included), "
+        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(phases, INSTRUCTION_RUNS, lambda name: "Runner.run")
+
+
 def main() -> None:
     wall, cpu = asyncio.run(benchmark())
     for label, share in (("wall", wall), ("CPU", cpu)):
@@ -334,4 +370,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()

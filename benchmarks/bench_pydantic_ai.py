@@ -29,7 +29,9 @@ on a busy machine.
 As a diagnostic, the same three also run on pydantic-ai's in-process ``FunctionModel`` (no
 HTTP), where the framework alone is the denominator and every share is at its largest.
 
-``python benchmarks/run.py pydantic_ai``
+``python benchmarks/run.py pydantic_ai``; ``python benchmarks/bench_pydantic_ai.py
+--instructions`` counts the instructions of the runs over HTTP instead, under Valgrind
+(``instructions.py``): the same comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ import gc
 import importlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
@@ -60,6 +64,7 @@ from pydantic_ai.output import OutputContext
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 
+import instructions
 from haltwise import Guard, Limit, Prices, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
 from haltwise.adapters.pydantic_ai import govern
@@ -77,6 +82,9 @@ RUNS_PER_BATCH = 1
 LOCAL_ROUNDS = 150
 LOCAL_RUNS_PER_BATCH = 1
 GOAL = 0.02
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 3
 #: The revision whose adapter is timed beside this one's.
 BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 PRICES = Prices({MODEL: {"input": "0.15", "output": "0.60"}})
@@ -316,9 +324,36 @@ async def benchmark() -> float:
     return added
 
 
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the runs over HTTP."""
+    with ScriptedServer([scripted], repeat_last=True) as server:
+        provider = OpenAIProvider(base_url=server.base_url, api_key="test")
+        base = load_revision(BASE_REVISION, "haltwise_base")
+        players = contenders(OpenAIChatModel(MODEL, provider=provider), base)
+        await instructions.run_phases(players, INSTRUCTION_ROUNDS, INSTRUCTION_RUNS)
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
+        "tool calls over HTTP, the scripted server's included), "
+        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(phases, INSTRUCTION_RUNS, lambda name: "pydantic-ai")
+
+
 def main() -> None:
     asyncio.run(benchmark())
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()
