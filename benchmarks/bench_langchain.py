@@ -16,35 +16,58 @@ final answer. Contenders, timed side by side in interleaved rounds in one proces
 - ``+ haltwise (govern)``: the same agent built with ``HaltwiseMiddleware`` (limits on turns,
   tool calls, tokens and time, none of which trips), run by ``govern(agent,
   guard).run_sync(...)``;
-- and each again with ``ainvoke`` / ``await govern(...).run(...)``.
+- ``+ haltwise at BASE``: the same with the adapter of another revision
+  (``HALTWISE_BENCH_BASE``, by default ``main``), extracted with ``git archive`` and imported
+  beside this one, so that a change to the adapter is measured before and after in one run;
+- and each again with ``ainvoke`` / ``await govern(...).run(...)``, all in one event loop (as
+  in a service: ``asyncio.run`` per run would also start and join the loop's worker threads
+  every time, which only the wrap hooks use);
+- diagnostic: the bare agent, the no-op middleware and haltwise, async, with LangSmith's
+  worker-thread hops run in place (``langsmith.set_runtime_overrides(aio_to_thread=...)``, a
+  process-wide choice that is the user's to make, never haltwise's): how much of the async
+  floor those hops are.
 
 The ratio (median over rounds of each run's time over the bare agent's in the same round) is
 the wall time added. Goal for haltwise: under 1.02. The scripted server answers in a few
 milliseconds; a real model takes hundreds, so the same microseconds weigh far less there.
 
-``python benchmarks/run.py langchain``
+``python benchmarks/run.py langchain``; ``python benchmarks/bench_langchain.py --instructions``
+counts the instructions of the same runs instead, under Valgrind (``instructions.py``): the same
+comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
+import langsmith
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import haltwise
+import instructions
 from haltwise.adapters.langchain import HaltwiseMiddleware, govern
 from haltwise.testing import Reply, ScriptedServer, reply, tool_call
+from revisions import load_revision
 
 MODEL = "scripted-model"
 TURNS = 10
-ROUNDS = 40
+ROUNDS = 80
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 2
+#: The revision whose adapter is timed beside this one's.
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 #: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
 QUESTION: Any = {"messages": [("user", "Find everything about the parser bug.")]}
 
@@ -64,12 +87,13 @@ def answer(body: dict[str, Any]) -> Reply:
     return reply("The round trip drops escapes.", usage=(1000 + 60 * done, 12))
 
 
-def guard() -> haltwise.Guard:
-    return haltwise.Guard(
-        haltwise.max_turns(TURNS + 5)
-        | haltwise.max_tool_calls(TURNS + 5)
-        | haltwise.max_tokens(1_000_000)
-        | haltwise.timeout(minutes=5)
+def guard(api: Any = haltwise) -> Any:
+    """The benchmark's guard, built with ``api`` (``haltwise``, or the base revision's)."""
+    return api.Guard(
+        api.max_turns(TURNS + 5)
+        | api.max_tool_calls(TURNS + 5)
+        | api.max_tokens(1_000_000)
+        | api.timeout(minutes=5)
     )
 
 
@@ -109,7 +133,9 @@ class NoOpWithAgentHooks(NoOp):
 Contender = tuple[str, Callable[[], Any], Callable[[], Coroutine[Any, Any, Any]]]
 
 
-def contenders(server: ScriptedServer) -> list[Contender]:
+def contenders(server: ScriptedServer, base: Any) -> list[Contender]:
+    """The agent bare, with the floors, and governed (also at ``base``, the base revision's
+    package, unless it is a string: the reason it could not be loaded)."""
     model = ChatOpenAI(
         model=MODEL,
         base_url=server.base_url,
@@ -126,8 +152,9 @@ def contenders(server: ScriptedServer) -> list[Contender]:
         create_agent(model, tools=[search], middleware=[HaltwiseMiddleware(run_guard)]), run_guard
     )
 
-    def checked(outcome: haltwise.Outcome) -> None:
-        assert outcome.status is haltwise.Status.COMPLETED, outcome
+    def checked(outcome: Any) -> None:
+        # (a string comparison: the base revision has a Status enum of its own)
+        assert outcome.status == "completed", outcome
         assert outcome.usage.tool_calls == TURNS
 
     # The async runs return None to asyncio.run: on its way out, asyncio.run formats its main
@@ -138,7 +165,7 @@ def contenders(server: ScriptedServer) -> list[Contender]:
     async def arun_governed() -> None:
         checked((await governed.run(QUESTION)).outcome)
 
-    return [
+    players: list[Contender] = [
         ("create_agent", lambda: bare.invoke(QUESTION), lambda: arun(bare)),
         ("+ a no-op middleware", lambda: noop.invoke(QUESTION), lambda: arun(noop)),
         ("+ no-op, agent hooks too", lambda: noop_hooks.invoke(QUESTION), lambda: arun(noop_hooks)),
@@ -148,50 +175,151 @@ def contenders(server: ScriptedServer) -> list[Contender]:
             arun_governed,
         ),
     ]
+    if not isinstance(base, str):
+        adapter = importlib.import_module(f"{base.__name__}.adapters.langchain")
+        base_guard = guard(base)
+        middleware = adapter.HaltwiseMiddleware(base_guard)
+        at_base = adapter.govern(
+            create_agent(model, tools=[search], middleware=[middleware]), base_guard
+        )
+
+        async def arun_at_base() -> None:
+            checked((await at_base.run(QUESTION)).outcome)
+
+        players.append(
+            (
+                f"+ haltwise at {BASE_REVISION}",
+                lambda: checked(at_base.run_sync(QUESTION).outcome),
+                arun_at_base,
+            )
+        )
+    return players
+
+
+#: A contender as timed: a name and one run (a sync one is called from a coroutine).
+Timed = tuple[str, Callable[[], Awaitable[None]]]
+
+
+def timed_runs(server: ScriptedServer, base: Any) -> list[Timed]:
+    """Every contender, sync and async, and the async diagnostic rows."""
+    players = contenders(server, base)
+    runs: list[Timed] = [(name, _called(play)) for name, play, _ in players]
+    runs += [(f"{name}, async", aplay) for name, _, aplay in players]
+    runs += [
+        (f"{name}, async, {INLINE}", _hops_inline(aplay))
+        for name, _, aplay in players
+        if name in ("create_agent", "+ a no-op middleware", "+ haltwise (govern)")
+    ]
+    return runs
 
 
 def main() -> None:
+    base = load_revision(BASE_REVISION, "haltwise_base")
+    if isinstance(base, str):
+        print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
     with ScriptedServer([answer], repeat_last=True) as server:
-        players = contenders(server)
-        runs: list[tuple[str, Callable[[], Any]]] = []
-        for name, play, aplay in players:
-            runs.append((name, play))
-            runs.append((f"{name}, async", _in_new_loop(aplay)))
-        for _, play in runs:  # warm-up: imports, connection pools, code paths
-            play()
-        wall: dict[str, list[float]] = {name: [] for name, _ in runs}
-        cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
-        for round_no in range(ROUNDS):
-            shift = round_no % len(runs)
-            for name, play in runs[shift:] + runs[:shift]:
-                started, started_cpu = time.perf_counter(), time.process_time()
-                play()
-                wall[name].append(time.perf_counter() - started)
-                cpu[name].append(time.process_time() - started_cpu)
+        runs = timed_runs(server, base)
+        # One event loop for every run, as in a service: a loop per run would also start and
+        # join the loop's worker threads on every run, which only the wrap hooks use.
+        wall, cpu = asyncio.run(measure(runs))
+    names = [name for name, _ in runs]
     print(
         f"one run = {TURNS} turns (a tool call each) + a final answer, over HTTP; median of "
         f"{ROUNDS} interleaved rounds (CPU: this process's, the server's threads included)"
     )
     print(
-        f"{'':30}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
+        f"{'':42}{'wall ms':>9}{'vs bare':>9}{'best':>8}{'CPU ms':>9}{'vs bare':>9}{'CPU/turn':>10}"
     )
-    for suffix in ("", ", async"):
-        bare = f"{players[0][0]}{suffix}"
-        for name, _, _ in players:
-            name = f"{name}{suffix}"
+    bare = names[0]
+    synced = sum(1 for name in names if "async" not in name)
+    for section in (names[:synced], names[synced:]):
+        for name in section:
             added = (statistics.median(cpu[name]) - statistics.median(cpu[bare])) / (TURNS + 1)
             print(
-                f"{name:30}{statistics.median(wall[name]) * 1e3:>9.1f}"
+                f"{name:42}{statistics.median(wall[name]) * 1e3:>9.1f}"
                 f"{_ratio(wall[name], wall[bare]):>8.3f}x{min(wall[name]) / min(wall[bare]):>7.3f}x"
                 f"{statistics.median(cpu[name]) * 1e3:>9.1f}{_ratio(cpu[name], cpu[bare]):>8.3f}x"
                 f"{added * 1e6:>7.0f} us"
             )
+        bare = f"{bare}, async"
     print("(best: the fastest run of each over the bare agent's fastest, less sensitive to load)")
     print("goal: haltwise's wall time under 1.02x the bare agent's")
 
 
-def _in_new_loop(aplay: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], Any]:
-    return lambda: asyncio.run(aplay())
+async def measure(runs: list[Timed]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of each run, over ``ROUNDS`` interleaved rounds."""
+    for _, play in runs:  # warm-up: imports, connection pools, code paths
+        await play()
+    wall: dict[str, list[float]] = {name: [] for name, _ in runs}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
+    for round_no in range(ROUNDS):
+        shift = round_no % len(runs)
+        for name, play in runs[shift:] + runs[:shift]:
+            started, started_cpu = time.perf_counter(), time.process_time()
+            await play()
+            wall[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - started_cpu)
+    return wall, cpu
+
+
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``)."""
+    with ScriptedServer([answer], repeat_last=True) as server:
+        runs = timed_runs(server, load_revision(BASE_REVISION, "haltwise_base"))
+        await instructions.run_phases(runs, INSTRUCTION_ROUNDS, INSTRUCTION_RUNS)
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({TURNS} turns and a final answer over HTTP, the scripted "
+        f"server's included), {INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(
+        phases,
+        INSTRUCTION_RUNS,
+        lambda name: "create_agent, async" if "async" in name else "create_agent",
+    )
+
+
+def _called(play: Callable[[], Any]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        play()
+
+    return run
+
+
+#: The diagnostic rows' label: LangSmith's worker-thread hops made inline.
+INLINE = "hops inline"
+
+
+async def _inline(
+    default: Callable[..., Awaitable[Any]],
+    context: Any,
+    func: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    return context.run(func, *args, **kwargs)
+
+
+def _hops_inline(aplay: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], Awaitable[None]]:
+    """``aplay`` with LangSmith's ``aio_to_thread`` (the setup and the end of the span of each
+    async wrap hook, sent to a worker thread) run in place: ``set_runtime_overrides``, the
+    user's process-wide choice. Diagnostic: what of the async floor those hops are."""
+
+    async def run() -> None:
+        langsmith.set_runtime_overrides(aio_to_thread=_inline)
+        try:
+            await aplay()
+        finally:
+            langsmith.set_runtime_overrides()
+
+    return run
 
 
 def _ratio(mine: list[float], theirs: list[float]) -> float:
@@ -200,4 +328,9 @@ def _ratio(mine: list[float], theirs: list[float]) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()

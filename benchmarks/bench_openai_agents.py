@@ -5,24 +5,36 @@ by an SDK ``Agent`` whose ``OpenAIChatCompletionsModel`` talks real HTTP to ``Sc
 Contenders, timed side by side in interleaved rounds, in one process and one event loop:
 
 - ``Runner.run``: the agent alone;
+- ``do-nothing hooks``: the same hooks as haltwise's, doing nothing: the model wrapped in a
+  ``Model`` that only passes each call on, and a tool input and a tool output guardrail that
+  only allow. What the SDK itself costs for these hooks: the floor of this integration;
 - ``govern(agent, guard)``: an identical agent under ``max_turns(25) | max_tool_calls(50) |
   max_tokens(200_000) | max_cost("5.00") | timeout(minutes=30)``, priced from a table, so every
-  request, response, tool call and tool result is reported and every limit checks it.
+  request, response, tool call and tool result is reported and every limit checks it;
+- ``govern at BASE``: the same with the adapter of another revision (``HALTWISE_BENCH_BASE``,
+  by default ``main``), extracted with ``git archive`` and imported beside this one, so that a
+  change to the adapter is measured before and after in the same run.
 
 The added wall time is the median of the per-round ratios (the goal: under 2%), and per run. As a
 diagnostic, the same pair runs on an in-process ``Model`` (no HTTP): there the SDK alone is the
 floor, and the adapter's share is at its largest.
 
-``python benchmarks/run.py openai_agents``
+``python benchmarks/run.py openai_agents``; ``python benchmarks/bench_openai_agents.py
+--instructions`` counts the instructions of the runs over HTTP instead, under Valgrind
+(``instructions.py``): the same comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
+import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from agents import (
@@ -34,6 +46,11 @@ from agents import (
     OpenAIChatCompletionsModel,
     RunConfig,
     Runner,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
+    ToolInputGuardrailData,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
     function_tool,
 )
 from agents.usage import Usage as SDKUsage
@@ -44,10 +61,12 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+import instructions
 from haltwise import Guard, Limit, Prices, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
-from haltwise.adapters.openai_agents import govern
+from haltwise.adapters import openai_agents as this_adapter
 from haltwise.testing import Reply, ScriptedServer, reply, tool_call
+from revisions import load_revision
 
 MODEL = "scripted-model"
 TURNS = 5
@@ -60,6 +79,11 @@ LOCAL_RUNS_PER_BATCH = 2
 #: Rounds between two garbage collections (outside the timings; a full one takes a while).
 GC_EVERY = 20
 GOAL = 0.02
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 3
+#: The revision whose adapter is timed beside this one's.
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 PRICES = Prices({MODEL: {"input": "0.15", "output": "0.60"}})
 CONFIG = RunConfig(tracing_disabled=True)
 ANSWER = "Everything was looked up."
@@ -72,6 +96,18 @@ def limits() -> Limit:
         | max_tokens(200_000)
         | max_cost("5.00")
         | time_limit(minutes=30)
+    )
+
+
+def base_guard(base: Any) -> Any:
+    """The benchmark's guard, built with the base revision's package."""
+    return base.Guard(
+        base.max_turns(25)
+        | base.max_tool_calls(50)
+        | base.max_tokens(200_000)
+        | base.max_cost("5.00")
+        | base.timeout(minutes=30),
+        pricer=base.Prices({MODEL: {"input": "0.15", "output": "0.60"}}),
     )
 
 
@@ -119,6 +155,42 @@ class LocalModel(Model):
         raise NotImplementedError
 
 
+class PassThrough(Model):
+    """A model wrapper that only passes each call on, as haltwise's does besides reporting."""
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        return await self.inner.get_response(*args, **kwargs)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.stream_response(*args, **kwargs)
+
+
+_ALLOW = ToolGuardrailFunctionOutput.allow()
+
+
+def _allow_input(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    return _ALLOW
+
+
+async def _allow_output(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+    return _ALLOW
+
+
+def with_idle_hooks(agent: Agent[Any]) -> Agent[Any]:
+    """``agent`` with haltwise's hooks, doing nothing: a pass-through model, and a tool input
+    guardrail (sync, as haltwise's) and a tool output guardrail (async) that only allow."""
+    assert isinstance(agent.model, Model)
+    agent.model = PassThrough(agent.model)
+    for tool in agent.tools:
+        assert isinstance(tool, FunctionTool)
+        tool.tool_input_guardrails = [ToolInputGuardrail(_allow_input, name="idle")]
+        tool.tool_output_guardrails = [ToolOutputGuardrail(_allow_output, name="idle")]
+    return agent
+
+
 def _type_of(item: Any) -> Any:
     return item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
 
@@ -145,22 +217,41 @@ def make_agent(model: Model) -> Agent[Any]:
 Contender = tuple[str, Callable[[], Awaitable[object]]]
 
 
-def contenders(new_model: Callable[[], Model]) -> list[Contender]:
+def contenders(new_model: Callable[[], Model], base: Any) -> list[Contender]:
+    """The bare run, the governed one, and the governed one at ``base`` (the base revision's
+    package) unless it is a string: the reason it could not be loaded."""
     alone = make_agent(new_model())
-    governed = govern(make_agent(new_model()), Guard(limits(), pricer=PRICES))
+    idle = with_idle_hooks(make_agent(new_model()))
 
     async def bare() -> object:
         result = await Runner.run(alone, "Look everything up.", run_config=CONFIG)
         assert result.final_output == ANSWER
         return result
 
-    async def under_haltwise() -> object:
-        done = await governed.run("Look everything up.", run_config=CONFIG)
-        assert done.completed, done.outcome
-        assert done.usage.tool_calls == TURNS * CALLS_PER_TURN
-        return done
+    async def floor() -> object:
+        return await Runner.run(idle, "Look everything up.", run_config=CONFIG)
 
-    return [("Runner.run", bare), ("govern(agent, guard)", under_haltwise)]
+    def governed_by(adapter: Any, guard: Any) -> Callable[[], Awaitable[object]]:
+        governed = adapter.govern(make_agent(new_model()), guard)
+        config = RunConfig(tracing_disabled=True)  # each adapter wraps its config's provider
+
+        async def under_haltwise() -> object:
+            done = await governed.run("Look everything up.", run_config=config)
+            assert done.completed, done.outcome
+            assert done.usage.tool_calls == TURNS * CALLS_PER_TURN
+            return done
+
+        return under_haltwise
+
+    players = [
+        ("Runner.run", bare),
+        ("do-nothing hooks", floor),
+        ("govern(agent, guard)", governed_by(this_adapter, Guard(limits(), pricer=PRICES))),
+    ]
+    if not isinstance(base, str):
+        adapter = importlib.import_module(f"{base.__name__}.adapters.openai_agents")
+        players.append((f"govern at {BASE_REVISION}", governed_by(adapter, base_guard(base))))
+    return players
 
 
 #: Per contender: (wall seconds per run, CPU seconds per run) of each round.
@@ -190,10 +281,10 @@ async def measure(players: list[Contender], rounds: int, runs: int) -> Samples:
 
 
 def report(title: str, times: Samples) -> tuple[float, float]:
-    """Print the contenders side by side; the added share of wall time and of CPU time (the
-    medians of the per-round ratios)."""
-    (_, bare), (_, governed) = times.items()
-    shares = []
+    """Print the contenders side by side; this revision's added share of wall time and of CPU
+    time (the medians of the per-round ratios to the bare run)."""
+    (_, bare), *others = times.items()
+    shares: list[float] = []
     print(title)
     for clock, label in ((0, "wall"), (1, "CPU")):
         for name, samples in times.items():
@@ -203,22 +294,27 @@ def report(title: str, times: Samples) -> tuple[float, float]:
                 f"  {label:5}{name:24}{statistics.median(values) * 1e3:>9.2f} ms/run"
                 f"   p10-p90 {deciles[0] * 1e3:.2f}-{deciles[-1] * 1e3:.2f}"
             )
-        ratio = statistics.median(
-            mine[clock] / theirs[clock] for mine, theirs in zip(governed, bare, strict=True)
-        )
-        added = statistics.median(m[clock] for m in governed) - statistics.median(
-            t[clock] for t in bare
-        )
-        print(
-            f"  {label:5}added by haltwise: {(ratio - 1) * 100:+.2f}% (median of per-round "
-            f"ratios), {added * 1e6:+.0f} us/run, {added * 1e6 / REQUESTS_PER_RUN:+.0f} us "
-            "per model request"
-        )
-        shares.append(ratio - 1)
+        for name, samples in others:
+            ratio = statistics.median(
+                mine[clock] / theirs[clock] for mine, theirs in zip(samples, bare, strict=True)
+            )
+            added = statistics.median(m[clock] for m in samples) - statistics.median(
+                t[clock] for t in bare
+            )
+            print(
+                f"  {label:5}added by {name}: {(ratio - 1) * 100:+.2f}% (median of per-round "
+                f"ratios), {added * 1e6:+.0f} us/run, {added * 1e6 / REQUESTS_PER_RUN:+.0f} us "
+                "per model request"
+            )
+            if name == "govern(agent, guard)":
+                shares.append(ratio - 1)
     return shares[0], shares[1]
 
 
 async def benchmark() -> tuple[float, float]:
+    base = load_revision(BASE_REVISION, "haltwise_base")
+    if isinstance(base, str):
+        print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
     with ScriptedServer([scripted], repeat_last=True) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
 
@@ -229,11 +325,39 @@ async def benchmark() -> tuple[float, float]:
             f"{REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} tool calls a run, over "
             f"HTTP; median of {ROUNDS} interleaved rounds of {RUNS_PER_BATCH} runs"
         )
-        shares = report(title, await measure(contenders(over_http), ROUNDS, RUNS_PER_BATCH))
+        shares = report(title, await measure(contenders(over_http, base), ROUNDS, RUNS_PER_BATCH))
         await client.close()
-    local = await measure(contenders(LocalModel), LOCAL_ROUNDS, LOCAL_RUNS_PER_BATCH)
+    local = await measure(contenders(LocalModel, base), LOCAL_ROUNDS, LOCAL_RUNS_PER_BATCH)
     report("diagnostic: the same, on an in-process Model (the SDK alone is the floor)", local)
     return shares
+
+
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the runs over HTTP."""
+    with ScriptedServer([scripted], repeat_last=True) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+
+        def over_http() -> Model:
+            return OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+
+        base = load_revision(BASE_REVISION, "haltwise_base")
+        await instructions.run_phases(
+            contenders(over_http, base), INSTRUCTION_ROUNDS, INSTRUCTION_RUNS
+        )
+        await client.close()
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
+        "tool calls over HTTP, the scripted server's included), "
+        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(phases, INSTRUCTION_RUNS, lambda name: "Runner.run")
 
 
 def main() -> None:
@@ -246,4 +370,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()

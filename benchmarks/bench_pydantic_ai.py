@@ -11,7 +11,17 @@ Contenders, timed side by side in interleaved rounds in one process and one even
 - ``+ a do-nothing capability``: ``agent.run(prompt, capabilities=[...])`` with a capability
   that overrides the same five hooks and does nothing in them. pydantic-ai does work of its own
   for every run that has a capability (binding, combining, a context per hook call); this row is
-  that floor, which any hook-based integration pays, so that haltwise's own share shows.
+  that floor, which any hook-based integration pays, so that haltwise's own share shows;
+- ``+ an empty capability``: a capability that overrides no hook at all. pydantic-ai calls every
+  hook of every capability of a run, with a context of its own for each call, so this costs
+  what the do-nothing one does: the floor belongs to having a capability, not to the hooks;
+- ``model wrapped, no capability``: ``agent.run(prompt, model=WrapperModel(model))``, the model
+  behind pydantic-ai's pass-through wrapper: what a capability-free integration would pay for
+  the model side. (pydantic-ai offers no capability-free way to wrap the agent's own tools,
+  which haltwise must refuse before they run: ``get_wrapper_toolset`` is a capability's.)
+- ``govern at BASE``: ``govern(agent, guard)`` with the adapter of another revision
+  (``HALTWISE_BENCH_BASE``, by default ``main``), extracted with ``git archive`` and imported
+  beside this one, so that a change to the adapter is measured before and after in one run.
 
 The added wall time is the median of the per-round ratios to the bare run (the goal: under 2%);
 the CPU time of the process (the server's thread included) is shown beside it, as it is steadier
@@ -19,16 +29,22 @@ on a busy machine.
 As a diagnostic, the same three also run on pydantic-ai's in-process ``FunctionModel`` (no
 HTTP), where the framework alone is the denominator and every share is at its largest.
 
-``python benchmarks/run.py pydantic_ai``
+``python benchmarks/run.py pydantic_ai``; ``python benchmarks/bench_pydantic_ai.py
+--instructions`` counts the instructions of the runs over HTTP instead, under Valgrind
+(``instructions.py``): the same comparison, unmoved by the machine's load.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
+import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
@@ -43,14 +59,17 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.output import OutputContext
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 
+import instructions
 from haltwise import Guard, Limit, Prices, max_cost, max_tokens, max_tool_calls, max_turns
 from haltwise import timeout as time_limit
 from haltwise.adapters.pydantic_ai import govern
 from haltwise.testing import Reply, ScriptedServer, reply, tool_call
+from revisions import load_revision
 
 MODEL = "scripted-model"
 TURNS = 5
@@ -63,6 +82,11 @@ RUNS_PER_BATCH = 1
 LOCAL_ROUNDS = 150
 LOCAL_RUNS_PER_BATCH = 1
 GOAL = 0.02
+#: ``--instructions``: phases per contender, and runs per phase (the counts barely move).
+INSTRUCTION_ROUNDS = 2
+INSTRUCTION_RUNS = 3
+#: The revision whose adapter is timed beside this one's.
+BASE_REVISION = os.environ.get("HALTWISE_BENCH_BASE", "main")
 PRICES = Prices({MODEL: {"input": "0.15", "output": "0.60"}})
 
 
@@ -73,6 +97,18 @@ def limits() -> Limit:
         | max_tokens(200_000)
         | max_cost("5.00")
         | time_limit(minutes=30)
+    )
+
+
+def base_guard(base: Any) -> Any:
+    """The benchmark's guard, built with the base revision's package."""
+    return base.Guard(
+        base.max_turns(25)
+        | base.max_tool_calls(50)
+        | base.max_tokens(200_000)
+        | base.max_cost("5.00")
+        | base.timeout(minutes=30),
+        pricer=base.Prices({MODEL: {"input": "0.15", "output": "0.60"}}),
     )
 
 
@@ -94,7 +130,9 @@ def scripted_locally(messages: list[ModelMessage], info: AgentInfo) -> ModelResp
 
 
 def make_agent(model: Model) -> Agent[None, str]:
-    agent: Agent[None, str] = Agent(model, model_settings={"max_tokens": 1024})
+    # Named: an unnamed agent looks its name up in its caller's frame on every run, work that
+    # ``govern`` skips (``infer_name=False``) and that would be timed against the bare run.
+    agent: Agent[None, str] = Agent(model, name="looker", model_settings={"max_tokens": 1024})
 
     @agent.tool_plain
     def lookup(key: str) -> str:
@@ -148,10 +186,16 @@ class DoNothing(AbstractCapability[Any]):
         return await handler(output)
 
 
+class NoHooks(AbstractCapability[Any]):
+    """A capability that overrides nothing."""
+
+
 Contender = tuple[str, Callable[[], Awaitable[object]]]
 
 
-def contenders(model: Model) -> list[Contender]:
+def contenders(model: Model, base: Any) -> list[Contender]:
+    """The bare run, the floor, the governed run, and the governed run at ``base`` (the base
+    revision's package) unless it is a string: the reason it could not be loaded."""
     agent = make_agent(model)
     governed = govern(agent, Guard(limits(), pricer=PRICES))
 
@@ -163,17 +207,38 @@ def contenders(model: Model) -> list[Contender]:
     async def floor() -> object:
         return await agent.run("Look everything up.", capabilities=[DoNothing()])
 
+    async def empty() -> object:
+        return await agent.run("Look everything up.", capabilities=[NoHooks()])
+
+    wrapped = WrapperModel(model)
+
+    async def model_wrapped() -> object:
+        return await agent.run("Look everything up.", model=wrapped)
+
     async def under_haltwise() -> object:
         result = await governed.run("Look everything up.")
         assert result.completed, result.outcome
         assert result.usage.tool_calls == TURNS * CALLS_PER_TURN
         return result
 
-    return [
+    players: list[Contender] = [
         ("pydantic-ai", bare),
         ("+ a do-nothing capability", floor),
+        ("+ an empty capability", empty),
+        ("model wrapped, no capability", model_wrapped),
         ("govern(agent, guard)", under_haltwise),
     ]
+    if not isinstance(base, str):
+        adapter = importlib.import_module(f"{base.__name__}.adapters.pydantic_ai")
+        governed_at_base = adapter.govern(agent, base_guard(base))
+
+        async def under_base() -> object:
+            result = await governed_at_base.run("Look everything up.")
+            assert result.completed, result.outcome
+            return result
+
+        players.append((f"govern at {BASE_REVISION}", under_base))
+    return players
 
 
 #: One timing: (wall seconds, CPU seconds of this process, the scripted server's thread included).
@@ -229,14 +294,17 @@ def report(title: str, times: dict[str, list[Sample]]) -> float:
 
 
 async def benchmark() -> float:
-    script = [scripted] * ((ROUNDS * RUNS_PER_BATCH + 3) * 3 * REQUESTS_PER_RUN)
+    base = load_revision(BASE_REVISION, "haltwise_base")
+    if isinstance(base, str):
+        print(f"(the adapter at {BASE_REVISION} is not timed: {base})")
+    script = [scripted] * ((ROUNDS * RUNS_PER_BATCH + 3) * 6 * REQUESTS_PER_RUN)
     with ScriptedServer(script) as server:
         provider = OpenAIProvider(base_url=server.base_url, api_key="test")
         over_http = await measure(
-            contenders(OpenAIChatModel(MODEL, provider=provider)), ROUNDS, RUNS_PER_BATCH
+            contenders(OpenAIChatModel(MODEL, provider=provider), base), ROUNDS, RUNS_PER_BATCH
         )
     local = await measure(
-        contenders(FunctionModel(scripted_locally, model_name=MODEL)),
+        contenders(FunctionModel(scripted_locally, model_name=MODEL), base),
         LOCAL_ROUNDS,
         LOCAL_RUNS_PER_BATCH,
     )
@@ -256,9 +324,36 @@ async def benchmark() -> float:
     return added
 
 
+async def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the runs over HTTP."""
+    with ScriptedServer([scripted], repeat_last=True) as server:
+        provider = OpenAIProvider(base_url=server.base_url, api_key="test")
+        base = load_revision(BASE_REVISION, "haltwise_base")
+        players = contenders(OpenAIChatModel(MODEL, provider=provider), base)
+        await instructions.run_phases(players, INSTRUCTION_ROUNDS, INSTRUCTION_RUNS)
+
+
+def count_instructions() -> None:
+    phases = instructions.count(Path(__file__))
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return
+    print(
+        f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
+        "tool calls over HTTP, the scripted server's included), "
+        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
+    )
+    instructions.report(phases, INSTRUCTION_RUNS, lambda name: "pydantic-ai")
+
+
 def main() -> None:
     asyncio.run(benchmark())
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        asyncio.run(phases())
+    else:
+        main()
