@@ -21,10 +21,11 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   before and after in the same run. Skipped, saying why, outside a git checkout.
 
 Then one LLM call as a driver reports it (its two events built and handled) by the build in
-force (compiled, when haltwise was installed with a C compiler) and by the pure build (the same
-sources, copied without their extensions and imported as ``haltwise_pure``), next to the same
-at BASE and to building the events alone; then the memory of one governed run (tracemalloc)
-and of a Governor itself.
+force (compiled, when haltwise was installed with a C compiler) and, when that is the compiled
+one, by the pure build beside it (the same sources, copied without their extensions and
+imported as ``haltwise_pure``), next to the same at BASE and to building the events alone;
+then the memory of one governed run (tracemalloc) and of a Governor itself. With
+``HALTWISE_PURE=1`` the pure build is the one in force and the only one timed.
 
 ``python benchmarks/run.py governor``; ``python benchmarks/bench_governor.py --profile`` prints
 a cProfile of the Governor over the same stream (not part of the benchmark's record).
@@ -614,14 +615,15 @@ class ByHandCalls:
 def measure_llm_call() -> None:
     """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
     build = haltwise._compiled.BUILD
-    pure = load_pure()
     loops = {
         f"haltwise Governor ({build})": call_loop(haltwise, Governor(limits()).handle),
         f"  its two events, built only ({build})": call_loop(haltwise, None),
-        "haltwise Governor (pure)": call_loop(pure, pure.Governor(limits(pure)).handle),
-        "  its two events, built only (pure)": call_loop(pure, None),
-        "by hand in ints (pure-Python floor)": call_loop(haltwise, ByHandCalls().handle),
     }
+    if build == "compiled":  # else the build in force is the pure one
+        pure = load_pure()
+        loops["haltwise Governor (pure)"] = call_loop(pure, pure.Governor(limits(pure)).handle)
+        loops["  its two events, built only (pure)"] = call_loop(pure, None)
+    loops["by hand in ints (pure-Python floor)"] = call_loop(haltwise, ByHandCalls().handle)
     base = load_base()
     if not isinstance(base, str):
         loops[f"Governor at {BASE_REVISION}"] = call_loop(base, base.Governor(limits(base)).handle)
@@ -651,7 +653,7 @@ def measure_llm_call() -> None:
         )
         print(f"{name:42}{statistics.median(times[name]):>9.0f}{ratio:>12.2f}x")
     print(f"(build in force: {build}, {haltwise._compiled.REASON})")
-    for name in (names[0], "haltwise Governor (pure)"):
+    for name in dict.fromkeys((names[0], "haltwise Governor (pure)")):
         ns = statistics.median(times[name])
         verdict = "PASS" if ns <= CALL_GOAL_NS else "OVER"
         print(f"goal: one LLM call at most {CALL_GOAL_NS} ns, {name}: {verdict} ({ns:.0f} ns)")

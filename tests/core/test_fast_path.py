@@ -1,5 +1,6 @@
-"""The handlers written for a governor's limits (``engine/hotpath.py``) decide as the general
-ones do.
+"""The fast path's handlers for a governor's limits (``engine/hotpath.py``; for an LLM call,
+``engine/dispatch.py``'s in the compiled build, written ones in the pure build) decide as the
+general ones do.
 
 ``test_the_written_handlers_decide_as_the_general_ones_do`` drives random limit sets and random
 runs (requests with and without ``max_tokens``, paired or not, unanswered responses, costs
@@ -58,6 +59,7 @@ from haltwise import (
     max_turns,
     timeout,
 )
+from haltwise.engine.dispatch import COMPILED
 from haltwise.engine.hotpath import source
 from haltwise.testing import FakeClock
 
@@ -214,12 +216,20 @@ def test_handlers_are_written_for_the_common_limits_once_a_run_starts() -> None:
     assert "if run.turns - slot0.baseline >= 25 + slot0.extra:" in written
     hot = governor._dispatch.hot
     assert hot[TurnStarting] is not governor._handlers[TurnStarting]
-    # An LLM call's two events are the dispatch's own handlers, given the limits' numbers.
-    assert hot[ModelRequest] == governor._dispatch.on_model_request
-    assert hot[ModelResponse] == governor._dispatch.on_model_response
-    before = governor._dispatch.before_checks
-    assert before is not None
-    assert [check.maximum for check in before] == [200_000, 5 * 10**18]
+    if COMPILED:
+        # An LLM call's two events are the dispatch's own handlers, given the limits' numbers.
+        assert "def on_model_request" not in written
+        assert hot[ModelRequest] == governor._dispatch.on_model_request
+        assert hot[ModelResponse] == governor._dispatch.on_model_response
+        before = governor._dispatch.before_checks
+        assert before is not None
+        assert [check.maximum for check in before] == [200_000, 5 * 10**18]
+    else:
+        # Interpreted, written ones are quicker: the limits' numbers are in their source.
+        for name in ("on_model_request", "on_model_response"):
+            assert f"def {name}(event):" in written
+        assert "free = 200000 + slot1.extra - (" in written
+        assert governor._dispatch.before_checks is None
 
 
 def test_no_handler_is_written_where_a_check_cannot_be_inlined() -> None:

@@ -9,8 +9,10 @@ limits can change the decision (``plain``), else to the governor's general path.
 governor's own tallies), as the general handlers would when every check passes; the moment a
 check would have anything to say they hand the event, unchanged and from the same state, to
 the general handler. ``hotpath.py`` chooses when they are used and gives them their checks
-(``Check``). ``tests/core/test_fast_path.py`` requires the same decisions and counts from
-them as from the general path, compiled and interpreted.
+(``Check``), in the compiled build only: interpreted, their loop over the checks costs more
+than the handlers ``hotpath.py`` writes with each limit's number in their source, and the pure
+build uses those. ``tests/core/test_fast_path.py`` requires the same decisions and counts from
+them as from the general path, and from the compiled build as from the pure one.
 
 This module is compiled by Cython from this source when haltwise is installed with a C
 compiler (``haltwise/_compiled.py``); ``dispatch.pxd`` types its attributes, and those of the
@@ -143,10 +145,13 @@ class Dispatch:
             if self.plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 kind = type(event)
-                if kind is ModelRequest and self.fast_request:
-                    return self.on_model_request(event)
-                if kind is ModelResponse and self.fast_response:
-                    return self.on_model_response(event)
+                # Only compiled are the LLM-call handlers called without a lookup (Cython
+                # drops the test): interpreted, hotpath.py writes its own for them.
+                if cython.compiled:
+                    if kind is ModelRequest and self.fast_request:
+                        return self.on_model_request(event)
+                    if kind is ModelResponse and self.fast_response:
+                        return self.on_model_response(event)
                 handler = self.hot.get(kind)
                 if handler is not None:
                     decision: Decision = handler(event)

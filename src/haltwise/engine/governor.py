@@ -9,8 +9,9 @@ by Cython when haltwise is installed with a C compiler): a dict lookup by event 
 the limits that check that type, each O(1) over running totals. Nothing is allocated unless a
 limit warns, asks, blocks or stops (a request's reservation aside). For the common limits, the
 four most frequent events get handlers of their own (``hotpath.py``): written for the limit set
-with its checks inlined (turns, tool calls), or the dispatch's for an LLM call's two events;
-they hand any event they would not decide as the general handlers do to those.
+with its checks inlined (turns, tool calls, and an LLM call's two events in the pure build), or
+the dispatch's for an LLM call's two events in the compiled build; they hand any event they
+would not decide as the general handlers do to those.
 
 Threads and tasks: any number may report events for one governor. Each event is decided and
 counted under one lock, so a check and the count it allows are one step: no count is lost and

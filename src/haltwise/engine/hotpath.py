@@ -10,9 +10,11 @@ own:
 - ``TurnStarting`` and ``ToolCall``: this module writes the source of one handler each, with
   every check inlined as an integer comparison against the limit's number, and compiles it,
   as ``dataclasses`` writes an ``__init__``;
-- ``ModelRequest`` and ``ModelResponse`` (an LLM call): the dispatch's own handlers
-  (``dispatch.py``, compiled by Cython when haltwise was installed with a C compiler), given
-  the limits' numbers and slots as ``Check`` objects.
+- ``ModelRequest`` and ``ModelResponse`` (an LLM call): in the compiled build, the dispatch's
+  own handlers (``dispatch.py``, compiled by Cython), given the limits' numbers and slots as
+  ``Check`` objects; in the pure build, handlers written here like the other two. Interpreted,
+  the dispatch's handlers cost an LLM call about 10% more than written ones (a loop over
+  the checks, each reading its number and kind), and issue 15 lets no figure get worse.
 
 A fast handler decides only the common case: every check passes and nothing is lowered. It
 reads before it writes: the moment a check would have anything to say, or anything unusual is
@@ -33,10 +35,11 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from .decisions import CONTINUE, Decision
-from .dispatch import Check
+from .dispatch import COMPILED, Check
 from .events import ModelRequest, ModelResponse, ToolCall, TurnStarting
 from .limits import Leaf, _MaxCost, _MaxModelCalls, _MaxTokens, _MaxToolCalls, _MaxTurns
-from .state import Slot
+from .pricing import units
+from .state import MAX_IN_FLIGHT, Slot
 
 if TYPE_CHECKING:
     from .governor import Governor
@@ -55,8 +58,11 @@ _BEFORE: dict[type, tuple[type[Leaf], ...]] = {
 }
 #: ... and after (a response's usage is counted first, then checked).
 _AFTER: dict[type, tuple[type[Leaf], ...]] = {ModelResponse: (_MaxTokens, _MaxCost)}
-#: The events whose handlers are written here; the dispatch has its own for the others.
-_WRITTEN = (TurnStarting, ToolCall)
+#: The events whose handlers are written here; the dispatch has its own for the others, used
+#: when it is compiled.
+_WRITTEN: tuple[type, ...] = (
+    (TurnStarting, ToolCall) if COMPILED else (TurnStarting, ModelRequest, ModelResponse, ToolCall)
+)
 
 
 def compile_handlers(governor: Governor) -> dict[type, Handler]:
@@ -69,8 +75,8 @@ def compile_handlers(governor: Governor) -> dict[type, Handler]:
         exec(_compiled(plan.source()), namespace)  # our own source, written from our limits
         written: tuple[Handler, ...] = namespace["build"](*plan.arguments())
         handlers.update(zip(plan.written, written, strict=True))
-    request = plan.events.get(ModelRequest)
-    response = plan.events.get(ModelResponse)
+    request = None if ModelRequest in plan.written else plan.events.get(ModelRequest)
+    response = None if ModelResponse in plan.written else plan.events.get(ModelResponse)
     if request is not None or response is not None:
         dispatch = governor._dispatch
         dispatch.use_checks(
@@ -138,8 +144,19 @@ class _Plan:
             governor._dispatch,
             governor._run,
             governor._session,
+            governor._in_flight,
+            governor._after_response,
             CONTINUE,
+            units,
+            # Made now rather than at the first request: the cost limit prices every one.
+            governor._pricing() if self.priced() else None,
             tuple(self.slots),
+        )
+
+    def priced(self) -> bool:
+        """Whether a written handler prices every call (a cost limit is among the checks)."""
+        return self.governor._needs_prices and any(
+            event_type in self.written for event_type in (ModelRequest, ModelResponse)
         )
 
     def slot(self, slot: Slot | None) -> str:
@@ -152,12 +169,29 @@ class _Plan:
 
     def source(self) -> str:
         lines = [
-            "def build(governor, dispatch, run, session, CONTINUE, slots):",
+            "def build(",
+            "    governor, dispatch, run, session, flight, after_response,",
+            "    CONTINUE, units, pricer, slots,",
+            "):",
             f"    {', '.join(f'slot{i}' for i in range(len(self.slots)))}, = slots"
             if self.slots
             else "    pass",
+            "    requests = flight.requests",
         ]
-        writers = {TurnStarting: self._turn_starting, ToolCall: self._tool_call}
+        if self.priced():
+            lines += [
+                "    worst_units = pricer.worst_units",
+                "    unit_price = pricer.units",
+                # A model's flat per-token prices, once the pricer has resolved it (the pricer
+                # empties this when its data changes); a model not in it is priced by the pricer.
+                "    flat = getattr(pricer, 'flat_units', {})",
+            ]
+        writers = {
+            TurnStarting: self._turn_starting,
+            ModelRequest: self._model_request,
+            ModelResponse: self._model_response,
+            ToolCall: self._tool_call,
+        }
         for event_type, (pre, post) in self.written.items():
             lines.append("")
             lines += [f"    {line}" if line else "" for line in writers[event_type](pre, post)]
@@ -214,9 +248,203 @@ class _Plan:
             "    return CONTINUE",
         ]
 
+    def _model_request(self, pre: tuple[_Check, ...], post: tuple[_Check, ...]) -> list[str]:
+        # Mirrors Governor._on_model_request and _count_request when every check passes and
+        # no token limit lowers max_tokens (then each allowance is None).
+        lines = [
+            "def on_model_request(event):",
+            f"    if dispatch.early is not None or len(requests) >= {MAX_IN_FLIGHT}:",
+            "        return governor._on_model_request(event)",
+            "    wanted = event.max_tokens",
+            "    asked = event.input_tokens",
+            # The prompt's size, as each tally estimates it when the driver does not say.
+            "    prompt = run.last_input_tokens if asked is None else asked",
+        ]
+        if any(self.tally(slot) == "session" for _, slot, _ in pre):
+            lines.append(
+                "    prompt_session = session.last_input_tokens if asked is None else asked"
+            )
+        for limit, slot, _ in pre:
+            name, tally = self.slot(slot), self.tally(slot)
+            lines.append(f"    # {limit!r}")
+            if isinstance(limit, _MaxModelCalls):
+                lines += [
+                    f"    if {tally}.model_calls - {name}.baseline >= {limit.maximum} + "
+                    f"{name}.extra:",
+                    "        return governor._on_model_request(event)",
+                ]
+                continue
+            prompt = "prompt" if tally == "run" else "prompt_session"
+            # ``free`` is the cap less what is spent or held: the general checks' ``used >= cap``
+            # is ``free <= 0``, and ``used + more > cap`` is ``more > free``. (One name, reused:
+            # a run's dollars are large ints, and none is kept past its check.)
+            if isinstance(limit, _MaxCost):
+                lines += [
+                    f"    free = {limit.units} + {name}.extra - "
+                    f"({tally}.cost - {name}.baseline + flight.cost)",
+                    "    if free <= 0:",
+                    "        return governor._on_model_request(event)",
+                    "    if wanted is not None:",
+                    "        found = flat.get(event.model)",
+                    f"        if found is None or ({prompt} | wanted) < 0:",
+                    f"            worst_{tally} = worst_units(event.model, {prompt}, wanted) "
+                    "if event.model else None",
+                    "        else:",
+                    f"            worst_{tally} = {prompt} * found[4] + wanted * found[1]",
+                    f"        if worst_{tally} is None or worst_{tally} > free:",
+                    "            return governor._on_model_request(event)",
+                ]
+                continue
+            kind = limit.kind
+            used = {
+                "input": f"{tally}.input_tokens + flight.input_tokens",
+                "output": f"{tally}.output_tokens + flight.output_tokens",
+                "total": f"{tally}.input_tokens + {tally}.output_tokens + flight.input_tokens"
+                " + flight.output_tokens",
+            }[kind]
+            lines.append(f"    free = {limit.maximum} + {name}.extra - ({used} - {name}.baseline)")
+            if kind == "input":
+                lines += [
+                    "    if free <= 0 or (asked is not None and asked > free):",
+                    "        return governor._on_model_request(event)",
+                ]
+                continue
+            room = "free" if kind == "output" else f"free - {prompt}"
+            lines += [
+                f"    if wanted is None or free <= 0 or not 0 < wanted <= {room}:",
+                "        return governor._on_model_request(event)",
+                f"    {name}.state = None",
+            ]
+        lines += [
+            "    run.model_calls += 1",
+            "    session.model_calls += 1",
+            "    output = 0 if wanted is None else wanted",
+        ]
+        if not self.governor._needs_prices:
+            lines.append("    cost = None")
+        elif any(
+            isinstance(limit, _MaxCost) and self.tally(slot) == "run" for limit, slot, _ in pre
+        ):
+            # The run's cost limit priced this very request (an empty model name raised).
+            lines.append("    cost = None if wanted is None else worst_run")
+        else:
+            lines.append(
+                "    cost = governor.request_cost(event.model, prompt, wanted) "
+                "if wanted is not None and event.model else None"
+            )
+        return [
+            *lines,
+            "    requests.append((event.request_id, event.model, prompt, output, cost, ()))",
+            "    flight.input_tokens += prompt",
+            "    flight.output_tokens += output",
+            "    if cost is not None:",
+            "        flight.cost += cost",
+            "    return CONTINUE",
+        ]
+
+    def _model_response(self, pre: tuple[_Check, ...], post: tuple[_Check, ...]) -> list[str]:
+        # Mirrors Governor._count_response and _add_usage for an answered response whose
+        # request (if any) holds nothing of a shared budget; then the checks after it.
+        lines = [
+            "def on_model_response(event):",
+            "    if dispatch.early is not None or not event.answered:",
+            "        return governor._on_model_response(event)",
+            "    if requests:",
+            "        request_id = event.request_id",
+            "        index = flight.index(request_id) if request_id else 0",
+            "        if requests[index][5]:",
+            "            return governor._on_model_response(event)",
+            "        _, _, prompt, output, held, _ = requests.pop(index)",
+            "        flight.input_tokens -= prompt",
+            "        flight.output_tokens -= output",
+            "        if held is not None:",
+            "            flight.cost -= held",
+            "    input_tokens = event.input_tokens",
+            "    output_tokens = event.output_tokens",
+            "    cache_read = event.cache_read_tokens",
+            "    cache_write = event.cache_write_tokens",
+            "    given = event.cost",
+            "    model = event.model",
+            "    if given is not None:",
+            "        cost = units(given)",
+        ]
+        if self.governor._needs_prices:
+            lines += [
+                "    elif model:",
+                "        found = flat.get(model)",
+                "        if (",
+                "            found is None",
+                "            or (input_tokens | output_tokens | cache_read | cache_write) < 0",
+                "            or cache_read + cache_write > input_tokens",
+                "        ):",
+                "            cost = unit_price(",
+                "                model, input_tokens, output_tokens, cache_read, cache_write",
+                "            )",
+                "        else:",
+                "            cost = (",
+                "                (input_tokens - cache_read - cache_write) * found[0]",
+                "                + output_tokens * found[1]",
+                "                + cache_read * found[2]",
+                "                + cache_write * found[3]",
+                "            )",
+                "    else:",
+                "        cost = None",
+            ]
+        else:  # the pricer is made when the first response is priced
+            lines += [
+                "    else:",
+                "        cost = governor._price(",
+                "            model, input_tokens, output_tokens, cache_read, cache_write",
+                "        )",
+            ]
+        lines += [
+            "    run.input_tokens += input_tokens",
+            "    session.input_tokens += input_tokens",
+            "    run.output_tokens += output_tokens",
+            "    session.output_tokens += output_tokens",
+            "    run.last_input_tokens = session.last_input_tokens = input_tokens",
+            "    if cache_read:",
+            "        run.cache_read_tokens += cache_read",
+            "        session.cache_read_tokens += cache_read",
+            "    if cache_write:",
+            "        run.cache_write_tokens += cache_write",
+            "        session.cache_write_tokens += cache_write",
+            "    if cost is None:",
+            "        run.cost_known = session.cost_known = False",
+            "    else:",
+            "        run.cost += cost",
+            "        session.cost += cost",
+            "    if event.text:",
+            "        governor._last_text = event.text",
+        ]
+        if self.governor._needs_prices:
+            lines += ["    if cost is None:", "        return after_response(event, cost)"]
+        for limit, slot, _ in post:
+            name, tally = self.slot(slot), self.tally(slot)
+            if isinstance(limit, _MaxCost):
+                used, cap = f"{tally}.cost", limit.units
+            else:
+                used = {
+                    "input": f"{tally}.input_tokens",
+                    "output": f"{tally}.output_tokens",
+                    "total": f"{tally}.input_tokens + {tally}.output_tokens",
+                }[limit.kind]
+                cap = limit.maximum
+            lines += [
+                f"    # {limit!r}",
+                f"    if {used} - {name}.baseline > {cap} + {name}.extra:",
+                "        return after_response(event, cost)",
+            ]
+        return [*lines, "    return CONTINUE"]
+
 
 def _name(event_type: type) -> str:
-    return {TurnStarting: "turn_starting", ToolCall: "tool_call"}[event_type]
+    return {
+        TurnStarting: "turn_starting",
+        ModelRequest: "model_request",
+        ModelResponse: "model_response",
+        ToolCall: "tool_call",
+    }[event_type]
 
 
 def _inlined(check: _Check, kinds: tuple[type[Leaf], ...], governor: Governor) -> bool:
