@@ -1032,3 +1032,48 @@ def test_the_endpoint_reads_a_plain_answer_for_its_usage_text_and_calls(
     usage = {"input_tokens": 300, "output_tokens": 25}
     usage |= {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     assert reported == [(usage, "Both.", 2, True)]
+
+
+def test_the_endpoint_closes_a_connection_that_does_not_speak_http_and_serves_the_next(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    from haltwise.adapters._messages_proxy import HEAD_LIMIT, Exchange, MessagesProxy
+
+    agent = agent_for([FINAL])
+
+    async def gate(exchange: Exchange) -> tuple[str, None]:
+        return "r1", None
+
+    async def report(exchange: Exchange) -> None:
+        pass
+
+    async def hostile(port: int, sent: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(sent)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=10)
+        writer.close()
+        return answer
+
+    async def exchange() -> tuple[list[bytes], int]:
+        proxy = MessagesProxy(agent.server.base_url, gate, report)
+        try:
+            base_url = await proxy.start()
+            answers = [
+                await hostile(proxy.port, b"NOT HTTP AT ALL\r\n\r\n"),
+                await hostile(proxy.port, b"GET / HTTP/1.1\r\nX: " + b"a" * HEAD_LIMIT),
+                await hostile(
+                    proxy.port, b"POST /v1/messages HTTP/1.1\r\nContent-Length: x\r\n\r\n"
+                ),
+            ]
+            async with httpx.AsyncClient(base_url=base_url) as client:
+                body = {"model": MODEL, "max_tokens": 64, "messages": []}
+                status = (await client.post("/v1/messages", json=body)).status_code
+            return answers, status
+        finally:
+            await proxy.close()
+
+    answers, status = run(exchange())
+
+    assert all(b"200 OK" not in answer for answer in answers)
+    assert status == 200

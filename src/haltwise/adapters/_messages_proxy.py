@@ -11,9 +11,10 @@ the moment the response is whole, before the CLI has its last bytes. Every other
 CLI's ``HEAD /api/hello``, ``count_tokens``, ...) is forwarded as it is.
 
 It listens on 127.0.0.1, on a port of the system's choosing unless told one; HTTP/1.1 with
-keep-alive toward the CLI, ``httpx`` toward the real endpoint (headers passed on as the CLI sent
-them, credentials included, but for the hop-by-hop ones). What the gate and the report mean is
-the adapter's business (``haltwise.adapters.claude_agent_sdk``); nothing here knows of limits.
+keep-alive toward the CLI, framed by ``h11``, and ``httpx`` toward the real endpoint (headers
+passed on as the CLI sent them, credentials included, but for the hop-by-hop ones). What the
+gate and the report mean is the adapter's business (``haltwise.adapters.claude_agent_sdk``);
+nothing here knows of limits.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
+import h11
 import httpx
 import orjson
 
@@ -50,6 +52,8 @@ HOP_BY_HOP = frozenset(
 )
 #: The longest request head (request line and headers) accepted from the CLI.
 HEAD_LIMIT = 1 << 20
+#: How much is read from the CLI's connection at a time.
+READ_SIZE = 1 << 16
 #: How long the real endpoint is given to accept a connection (a response may take as long as
 #: the model writes: the CLI's own timeout bounds that).
 CONNECT_SECONDS = 30.0
@@ -108,9 +112,7 @@ class MessagesProxy:
             verify=_tls(), timeout=httpx.Timeout(None, connect=CONNECT_SECONDS)
         )
         try:
-            self._server = await asyncio.start_server(
-                self._connection, "127.0.0.1", port, limit=HEAD_LIMIT
-            )
+            self._server = await asyncio.start_server(self._connection, "127.0.0.1", port)
         except BaseException:
             await self._client.aclose()
             raise
@@ -138,10 +140,11 @@ class MessagesProxy:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        peer = _Peer(reader, writer)
         try:
-            while await self._one_request(reader, writer):
+            while await self._one_request(peer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (ConnectionError, h11.ProtocolError):
             pass  # the CLI went away, or sent what is not HTTP/1.1
         except (httpx.HTTPError, ValueError):
             pass  # the real endpoint broke off its answer, or the request could not be read:
@@ -154,30 +157,23 @@ class MessagesProxy:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _one_request(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
+    async def _one_request(self, peer: _Peer) -> bool:
         """Answer one request; whether the connection stays open for the next."""
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
+        received = await peer.request()
+        if received is None:
             return False  # closed between requests
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, version = lines[0].split(" ", 2)
-        headers: list[tuple[str, str]] = []
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers.append((name.strip(), value.strip()))
-        fields = {name.lower(): value for name, value in headers}
-        body = await _read_body(reader, fields)
-        keep_alive = version == "HTTP/1.1" and "close" not in fields.get("connection", "").lower()
+        request, body = received
+        method = request.method.decode("ascii")
+        target = request.target.decode("latin-1")
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers
+        ]
         path = target.split("?", 1)[0]
         if method == "POST" and path.endswith("/v1/messages"):
-            await self._messages(method, target, headers, body, writer)
+            await self._messages(method, target, headers, body, peer)
         else:
-            await self._forward(method, target, headers, body, writer, None)
-        return keep_alive
+            await self._forward(method, target, headers, body, peer, None)
+        return peer.next_cycle()
 
     async def _messages(
         self,
@@ -185,7 +181,7 @@ class MessagesProxy:
         target: str,
         headers: list[tuple[str, str]],
         body: bytes,
-        writer: asyncio.StreamWriter,
+        peer: _Peer,
     ) -> None:
         try:
             request = orjson.loads(body)
@@ -203,7 +199,7 @@ class MessagesProxy:
         if request_id is None:
             # A 400 ends the CLI's turn with this text (it retries a 429 or a 5xx after a delay).
             error = {"type": "invalid_request_error", "message": refusal}
-            await _send(writer, 400, {"type": "error", "error": error})
+            await peer.send_json(400, {"type": "error", "error": error})
             return
         exchange.request_id = request_id
         reported = False
@@ -215,7 +211,7 @@ class MessagesProxy:
                 await self.report(exchange)
 
         try:
-            await self._forward(method, target, headers, body, writer, exchange, report)
+            await self._forward(method, target, headers, body, peer, exchange, report)
         finally:
             await report()  # however it ended: a cancel, the CLI gone, the endpoint failing
 
@@ -225,7 +221,7 @@ class MessagesProxy:
         target: str,
         headers: list[tuple[str, str]],
         body: bytes,
-        writer: asyncio.StreamWriter,
+        peer: _Peer,
         exchange: Exchange | None = None,
         report: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -243,12 +239,12 @@ class MessagesProxy:
             if exchange is not None:
                 exchange.complete = True  # no answer, and nothing to pay for
             message = f"haltwise could not reach {self.upstream}: {error}"
-            await _send(
-                writer, 502, {"type": "error", "error": {"type": "api_error", "message": message}}
+            await peer.send_json(
+                502, {"type": "error", "error": {"type": "api_error", "message": message}}
             )
             return
         try:
-            await self._relay(method, response, writer, exchange, report)
+            await self._relay(method, response, peer, exchange, report)
         finally:
             await response.aclose()
 
@@ -256,7 +252,7 @@ class MessagesProxy:
         self,
         method: str,
         response: httpx.Response,
-        writer: asyncio.StreamWriter,
+        peer: _Peer,
         exchange: Exchange | None,
         report: Callable[[], Awaitable[None]] | None,
     ) -> None:
@@ -268,29 +264,27 @@ class MessagesProxy:
         ]
         if method == "HEAD":
             length = response.headers.get("content-length", "0")
-            writer.write(_head(status, [*passed, ("content-length", length)]))
-            await writer.drain()
+            await peer.send(_response(status, [*passed, ("content-length", length)]))
+            await peer.send(h11.EndOfMessage())
             return
-        writer.write(_head(status, [*passed, ("transfer-encoding", "chunked")]))
+        await peer.send(_response(status, passed))  # no length: h11 sends it chunked
         streamed = status < 400 and "text/event-stream" in response.headers.get("content-type", "")
         reader = _Reader(exchange, report) if exchange is not None and report is not None else None
         held = b""  # a plain answer's last chunk, passed on once the whole of it is read
         async for chunk in response.aiter_bytes():
             if reader is None:
-                _write_chunk(writer, chunk)
+                await peer.send_data(chunk)
             elif streamed:
                 await reader.events(chunk)  # reported, if this ends it, before the CLI has it
-                _write_chunk(writer, chunk)
+                await peer.send_data(chunk)
             else:
                 reader.parts.append(chunk)
-                _write_chunk(writer, held)
+                await peer.send_data(held)
                 held = chunk
-            await writer.drain()
         if reader is not None and not streamed:
             await reader.whole(status)
-        _write_chunk(writer, held)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        await peer.send_data(held)
+        await peer.send(h11.EndOfMessage())
 
 
 class _Reader:
@@ -353,46 +347,71 @@ class _Reader:
             await self.report()
 
 
-# HTTP/1.1, the little of it the CLI needs
+# HTTP/1.1 toward the CLI
 
 
-async def _read_body(reader: asyncio.StreamReader, fields: dict[str, str]) -> bytes:
-    if "chunked" in fields.get("transfer-encoding", "").lower():
+class _Peer:
+    """The CLI's end of one connection: requests read and answers written through ``h11``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.connection = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT)
+
+    async def request(self) -> tuple[h11.Request, bytes] | None:
+        """The next request and its body; None when the CLI closed the connection."""
+        event = await self._next()
+        if isinstance(event, h11.ConnectionClosed):
+            return None
+        if not isinstance(event, h11.Request):
+            raise h11.RemoteProtocolError(f"expected a request, got {event!r}")
         parts: list[bytes] = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass  # trailers
-                return b"".join(parts)
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    length = int(fields.get("content-length", "0") or 0)
-    return await reader.readexactly(length) if length else b""
+        while not isinstance(body := await self._next(), h11.EndOfMessage):
+            if not isinstance(body, h11.Data):
+                raise h11.RemoteProtocolError(f"expected the request's body, got {body!r}")
+            parts.append(bytes(body.data))
+        return event, b"".join(parts)
+
+    async def send(self, event: h11.Response | h11.Data | h11.EndOfMessage) -> None:
+        data = self.connection.send(event)
+        if data:
+            self.writer.write(data)
+        await self.writer.drain()
+
+    async def send_data(self, chunk: bytes) -> None:
+        if chunk:
+            await self.send(h11.Data(data=chunk))
+
+    async def send_json(self, status: int, payload: dict[str, Any]) -> None:
+        """An answer of haltwise's own, in the Messages API's error shape."""
+        body = orjson.dumps(payload)
+        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        if status == 400:
+            headers.append(("x-should-retry", "false"))
+        await self.send(_response(status, headers))
+        await self.send(h11.Data(data=body))
+        await self.send(h11.EndOfMessage())
+
+    def next_cycle(self) -> bool:
+        """Ready the connection for the CLI's next request; False when it must close."""
+        connection = self.connection
+        if connection.our_state is h11.DONE and connection.their_state is h11.DONE:
+            connection.start_next_cycle()
+            return True
+        return False
+
+    async def _next(self) -> Any:
+        while (event := self.connection.next_event()) is h11.NEED_DATA:
+            self.connection.receive_data(await self.reader.read(READ_SIZE))  # b"": closed
+        return event
 
 
-def _head(status: int, headers: list[tuple[str, str]]) -> bytes:
+def _response(status: int, headers: list[tuple[str, str]]) -> h11.Response:
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
-        reason = "Unknown"
-    lines = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers), "", ""]
-    return "\r\n".join(lines).encode("latin-1")
-
-
-def _write_chunk(writer: asyncio.StreamWriter, chunk: bytes) -> None:
-    if chunk:
-        writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-
-
-async def _send(writer: asyncio.StreamWriter, status: int, payload: dict[str, Any]) -> None:
-    """An answer of haltwise's own, in the Messages API's error shape."""
-    body = orjson.dumps(payload)
-    headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
-    if status == 400:
-        headers.append(("x-should-retry", "false"))
-    writer.write(_head(status, headers) + body)
-    await writer.drain()
+        reason = ""
+    return h11.Response(status_code=status, headers=headers, reason=reason)
 
 
 @functools.cache
