@@ -629,16 +629,22 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
 
 
 _DIGITS = re.compile(r"\d+")
+_ASCII_DIGITS = re.compile(r"\d+", re.ASCII)
 #: Every ASCII digit as a NUL: what separates the pieces of a text between its numbers.
 _DIGITS_AS_NUL: Final = str.maketrans("0123456789", "\x00" * 10)
+#: From this length on, a translation masks an ASCII text's numbers faster than the regular
+#: expression (112 characters: 2.2 µs against 1.5; 300: 2.7 against 3.8; 1 KB: 6 against 12).
+_TRANSLATED_FROM: Final = 200
 
 
 def _numbers_masked(text: str) -> str:
-    """``text`` with each run of digits as ``#``. For ASCII text with no NUL in it, a
+    """``text`` with each run of digits as ``#``. For a long ASCII text with no NUL in it, a
     translation and a split (the pieces between digits, without the empty ones a run of
     several leaves) rather than a regular expression, which tries a match at every position."""
-    if not text.isascii() or "\x00" in text:
+    if not text.isascii():
         return _DIGITS.sub("#", text)
+    if len(text) < _TRANSLATED_FROM or "\x00" in text:
+        return _ASCII_DIGITS.sub("#", text)
     pieces = text.translate(_DIGITS_AS_NUL).split("\x00")
     if len(pieces) == 1:
         return text
