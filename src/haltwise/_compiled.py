@@ -46,7 +46,17 @@ from types import ModuleType
 __all__ = ["BUILD", "DIGEST_FILE", "MODULES", "REASON", "choose", "source_digest"]
 
 #: The modules compiled, by their import names. The one list: setup.py builds these.
-MODULES = ("haltwise.engine.events", "haltwise.engine.state", "haltwise.engine.dispatch")
+MODULES = (
+    "haltwise.engine.events",
+    "haltwise.engine.state",
+    "haltwise.engine.dispatch",
+    "haltwise.engine.detectors._keys",
+    "haltwise.engine.detectors._base",
+    "haltwise.engine.detectors._tools",
+    "haltwise.engine.detectors._text",
+    "haltwise.engine.detectors._edits",
+    "haltwise.engine.detectors._paging",
+)
 #: The file, in the package, holding the digest of the sources the extensions were built from.
 DIGEST_FILE = "_compiled.sha256"
 #: "compiled" or "pure", once ``choose()`` has run.

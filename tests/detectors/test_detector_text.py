@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from haltwise import (
     Governor,
@@ -18,6 +20,7 @@ from haltwise import (
 )
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
+from haltwise.engine.detectors._text import _chanted, _chanted_words
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -133,6 +136,31 @@ def test_ordinary_prose_is_not_degenerate() -> None:
 )
 def test_markdown_structure_is_not_degenerate(text: str) -> None:
     assert find_degenerate(text) is None
+
+
+#: Words that come back often (so chunks repeat), some sharing their first letters, and a few
+#: rare ones.
+_WORDS = st.sampled_from(
+    ["the", "test", "tests", "fails", "again", "so", "I", "will", "fix", "it", "x" * 12, "fix:"]
+)
+
+
+@given(
+    words=st.lists(_WORDS | st.text("abc", min_size=1, max_size=9), max_size=300),
+    chunk=st.integers(13, 60),
+    repeats=st.integers(2, 12),
+    max_gap=st.integers(5, 300),
+)
+def test_the_word_scan_finds_what_the_full_scan_finds(
+    words: list[str], chunk: int, repeats: int, max_gap: int
+) -> None:
+    # The scan that takes only the chunks of frequent words finds the same chunk, as often,
+    # as the scan that takes every word start (its words are all shorter than a chunk).
+    segment = " ".join(words)
+    if len(segment) < chunk * 2:
+        return
+    found = _chanted_words(segment, segment.split(" "), chunk, repeats, max_gap)
+    assert found == _chanted(segment, chunk, repeats, max_gap)
 
 
 def test_a_list_of_identical_items_is_degenerate() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from typing import Any
 
 from ..events import Injected, ModelResponse, Progress, ToolCall, ToolResult, TurnEnded
@@ -44,8 +45,9 @@ def _split_markdown(text: str) -> tuple[list[str], list[str]]:
             segments.append(" ".join(current))
             current.clear()
 
+    # Each pattern is tried only where the line's first character could start it.
     for line in text.split("\n"):
-        if _FENCE.match(line):
+        if ("```" in line or "~~~" in line) and _FENCE.match(line):
             in_code = not in_code
             flush()
             continue
@@ -54,18 +56,23 @@ def _split_markdown(text: str) -> tuple[list[str], list[str]]:
         stripped = line.strip()
         if not stripped:
             continue
-        if stripped.startswith("|") or stripped.count("|") >= 2 or _RULE.match(line):
+        first = stripped[0]
+        if (
+            first == "|"
+            or stripped.count("|") >= 2
+            or (first in "-*_" and _RULE.match(line))
+            or (first == "#" and _HEADING.match(line))
+        ):
             flush()
             continue
-        if _HEADING.match(line):
-            flush()
-            continue
-        item = _ITEM.match(line)
+        item = _ITEM.match(line) if first in "-*+" or first.isdecimal() else None
         if item:
             flush()
             items.append(" ".join(item.group(1).split()))
             continue
-        current.append(" ".join(_QUOTE.sub("", stripped).split()))
+        if first == ">":
+            stripped = _QUOTE.sub("", stripped)
+        current.append(" ".join(stripped.split()))
     flush()
     return segments, items
 
@@ -89,10 +96,57 @@ def find_degenerate(
     for segment in segments:
         if len(segment) < chunk * 2:
             continue
-        seen: dict[str, list[int]] = {}
-        limit = len(segment) - chunk
-        position = 0
-        while position <= limit:
+        words = segment.split(" ")
+        if max(map(len, words)) < chunk:
+            found = _chanted_words(segment, words, chunk, repeats, max_gap)
+        else:
+            found = _chanted(segment, chunk, repeats, max_gap)
+        if found is not None:
+            return found
+    return None
+
+
+
+def _chanted(segment: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
+    """The chunk ``segment`` chants, looked for at every word start, and every fifth of a chunk
+    in a stretch with no spaces."""
+    seen: dict[str, list[int]] = {}
+    limit = len(segment) - chunk
+    position = 0
+    while position <= limit:
+        piece = segment[position : position + chunk]
+        places = seen.get(piece)
+        if places is None:
+            seen[piece] = [position]
+        else:
+            places.append(position)
+            if len(places) >= repeats:
+                first = places[-repeats]
+                if (position - first) / (repeats - 1) <= max_gap:
+                    return piece, len(places)
+        following = segment.find(" ", position, position + chunk) + 1
+        # The next word; in a stretch with no spaces, a fifth of a chunk on.
+        position = following if following > position else position + chunk // 5
+    return None
+
+
+def _chanted_words(
+    segment: str, words: list[str], chunk: int, repeats: int, max_gap: int
+) -> tuple[str, int] | None:
+    """What ``_chanted`` finds, for a segment whose every word is shorter than a chunk: each
+    word start is then a place a chunk is taken, and a chunk begins with the whole word there.
+    A chunk can come back ``repeats`` times only where its first word comes that often, so the
+    chunks of every other word are never taken (in prose, nearly all of them)."""
+    counts = Counter(words)
+    if max(counts.values()) < repeats:
+        return None
+    seen: dict[str, list[int]] = {}
+    limit = len(segment) - chunk
+    position = 0
+    for word in words:
+        if position > limit:
+            break
+        if counts[word] >= repeats:
             piece = segment[position : position + chunk]
             places = seen.get(piece)
             if places is None:
@@ -103,11 +157,8 @@ def find_degenerate(
                     first = places[-repeats]
                     if (position - first) / (repeats - 1) <= max_gap:
                         return piece, len(places)
-            following = segment.find(" ", position, position + chunk) + 1
-            # The next word; in a stretch with no spaces, a fifth of a chunk on.
-            position = following if following > position else position + chunk // 5
+        position += len(word) + 1
     return None
-
 
 # --------------------------------------------------------------------------------------------
 # monologue
