@@ -1,12 +1,12 @@
 """Which of haltwise's modules are compiled, and whether the compiled build or the pure one is
 in force.
 
-The modules in ``MODULES`` (the events, the tallies, and the dispatch that decides an LLM call)
-are compiled by Cython from their own ``.py`` sources when haltwise is installed on a machine
-with a C compiler (``setup.py`` reads the list from here). Each compiled module is a C
-extension beside its ``.py`` (``events.cpython-311-x86_64-linux-gnu.so`` beside ``events.py``),
-and Python's import prefers an extension to a source of the same name: with nothing done, the
-compiled build is in force.
+The modules in ``MODULES`` (the events, the tallies, the dispatch that decides an LLM call, and
+the stuck detectors, which analyse every tool result) are compiled by Cython from their own
+``.py`` sources when haltwise is installed on a machine with a C compiler (``setup.py`` reads
+the list from here). Each compiled module is a C extension beside its ``.py``
+(``events.cpython-311-x86_64-linux-gnu.so`` beside ``events.py``), and Python's import prefers
+an extension to a source of the same name: with nothing done, the compiled build is in force.
 
 Why Cython (3, in its pure-Python mode: the same ``.py`` runs compiled or interpreted, with
 ``.pxd`` files beside it to type attributes): building an LLM call's two events by keyword, the
