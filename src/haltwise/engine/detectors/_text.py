@@ -106,7 +106,6 @@ def find_degenerate(
     return None
 
 
-
 def _chanted(segment: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
     """The chunk ``segment`` chants, looked for at every word start, and every fifth of a chunk
     in a stretch with no spaces."""
@@ -159,6 +158,7 @@ def _chanted_words(
                         return piece, len(places)
         position += len(word) + 1
     return None
+
 
 # --------------------------------------------------------------------------------------------
 # monologue
