@@ -20,7 +20,7 @@ from haltwise import (
 )
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
-from haltwise.engine.detectors._text import _chanted, _chanted_words
+from haltwise.engine.detectors._text import _chant, _chunk_starts, _frequent_word_starts
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -159,8 +159,11 @@ def test_the_word_scan_finds_what_the_full_scan_finds(
     segment = " ".join(words)
     if len(segment) < chunk * 2:
         return
-    found = _chanted_words(segment, segment.split(" "), chunk, repeats, max_gap)
-    assert found == _chanted(segment, chunk, repeats, max_gap)
+    frequent = _frequent_word_starts(segment, segment.split(" "), chunk, repeats)
+    every = _chunk_starts(segment, chunk)
+    assert _chant(segment, frequent, chunk, repeats, max_gap) == _chant(
+        segment, every, chunk, repeats, max_gap
+    )
 
 
 def test_a_list_of_identical_items_is_degenerate() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..events import Injected, ModelResponse, Progress, ToolCall, ToolResult, TurnEnded
@@ -98,66 +99,63 @@ def find_degenerate(
             continue
         words = segment.split(" ")
         if max(map(len, words)) < chunk:
-            found = _chanted_words(segment, words, chunk, repeats, max_gap)
+            places = _frequent_word_starts(segment, words, chunk, repeats)
         else:
-            found = _chanted(segment, chunk, repeats, max_gap)
+            places = _chunk_starts(segment, chunk)
+        found = _chant(segment, places, chunk, repeats, max_gap)
         if found is not None:
             return found
     return None
 
 
-def _chanted(segment: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
-    """The chunk ``segment`` chants, looked for at every word start, and every fifth of a chunk
-    in a stretch with no spaces."""
+def _chant(
+    segment: str, places: Iterable[int], chunk: int, repeats: int, max_gap: int
+) -> tuple[str, int] | None:
+    """The first chunk of ``segment``, taken at ``places`` in order, to come back ``repeats``
+    times within ``max_gap`` characters of each other on average; and how often it came."""
     seen: dict[str, list[int]] = {}
-    limit = len(segment) - chunk
-    position = 0
-    while position <= limit:
+    for position in places:
         piece = segment[position : position + chunk]
-        places = seen.get(piece)
-        if places is None:
+        found = seen.get(piece)
+        if found is None:
             seen[piece] = [position]
-        else:
-            places.append(position)
-            if len(places) >= repeats:
-                first = places[-repeats]
-                if (position - first) / (repeats - 1) <= max_gap:
-                    return piece, len(places)
-        following = segment.find(" ", position, position + chunk) + 1
-        # The next word; in a stretch with no spaces, a fifth of a chunk on.
-        position = following if following > position else position + chunk // 5
+            continue
+        found.append(position)
+        if len(found) >= repeats and (position - found[-repeats]) / (repeats - 1) <= max_gap:
+            return piece, len(found)
     return None
 
 
-def _chanted_words(
-    segment: str, words: list[str], chunk: int, repeats: int, max_gap: int
-) -> tuple[str, int] | None:
-    """What ``_chanted`` finds, for a segment whose every word is shorter than a chunk: each
-    word start is then a place a chunk is taken, and a chunk begins with the whole word there.
-    A chunk can come back ``repeats`` times only where its first word comes that often, so the
-    chunks of every other word are never taken (in prose, nearly all of them)."""
+def _chunk_starts(segment: str, chunk: int) -> Iterator[int]:
+    """Where chunks are taken: at every word start, and every fifth of a chunk in a stretch
+    with no spaces."""
+    limit = len(segment) - chunk
+    position = 0
+    while position <= limit:
+        yield position
+        following = segment.find(" ", position, position + chunk) + 1
+        position = following if following > position else position + chunk // 5
+
+
+def _frequent_word_starts(
+    segment: str, words: list[str], chunk: int, repeats: int
+) -> Iterator[int]:
+    """``_chunk_starts`` of a segment whose every word is shorter than a chunk, less those no
+    chant can begin at. Each word start is then a place a chunk is taken, and a chunk begins
+    with the whole word there: it can come back ``repeats`` times only where its first word
+    comes that often, so the chunks of every other word (in prose, nearly all of them) need
+    not be taken."""
     counts = Counter(words)
     if max(counts.values()) < repeats:
-        return None
-    seen: dict[str, list[int]] = {}
+        return
     limit = len(segment) - chunk
     position = 0
     for word in words:
         if position > limit:
-            break
+            return
         if counts[word] >= repeats:
-            piece = segment[position : position + chunk]
-            places = seen.get(piece)
-            if places is None:
-                seen[piece] = [position]
-            else:
-                places.append(position)
-                if len(places) >= repeats:
-                    first = places[-repeats]
-                    if (position - first) / (repeats - 1) <= max_gap:
-                        return piece, len(places)
+            yield position
         position += len(word) + 1
-    return None
 
 
 # --------------------------------------------------------------------------------------------
