@@ -56,6 +56,7 @@ MODULES = (
     "haltwise.engine.detectors._text",
     "haltwise.engine.detectors._edits",
     "haltwise.engine.detectors._paging",
+    "haltwise.engine.detectors._scan",
 )
 #: The file, in the package, holding the digest of the sources the extensions were built from.
 DIGEST_FILE = "_compiled.sha256"

@@ -26,6 +26,7 @@ from haltwise.engine.detectors._keys import (
     _mask_text,
     _pattern,
 )
+from haltwise.engine.detectors._scan import spans
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -225,12 +226,34 @@ _PIECES = st.sampled_from(
         "12345678-abcd-1234-ef00-123456789abc",
     ]
 )
+#: More of what stands near a span: units and their neighbours, zones, fractions, separators,
+#: the other quotes and spaces a temp path ends at, words that start like a pid or a port.
+_NEIGHBOURS = st.sampled_from(
+    [
+        *",+iBkKMGrodnuw'\"`)\x0b\x0c\r",
+        *("secs", "second", "seconds", "min", "minutes", "hr", "hrs", "us", "ns", "kB/s", "B/s"),
+        *("/s", "GiB/s", "pid=", "Thread:", "Port ", "PID ", "Pid#", "[::]:", "/var/tmp/"),
+        *("tmpab", " 10:20", ":30", ".123", ",5", "+05:30", "-0800", "3m2.5s", "12:34<56:07"),
+        *("1.5 kB/s", "12", "1234", "99999", "abcdef", "f00d", "===", "__init__", "important"),
+    ]
+)
 
 
 @given(st.lists(_PIECES, max_size=40).map("".join))
 def test_ascii_text_is_masked_as_by_every_branch_in_turn(text: str) -> None:
     # ASCII text is scanned with the branches dispatched on their first character.
     assert _dispatched(True).pattern.sub(_mask, text) == _EVERY_BRANCH.pattern.sub(_mask, text)
+
+
+@given(st.lists(_PIECES | _NEIGHBOURS, max_size=40).map("".join), st.booleans())
+def test_the_scan_finds_the_spans_the_pattern_finds(text: str, rules: bool) -> None:
+    # The compiled build finds the volatile spans of ASCII text with a scan written by hand;
+    # the pattern is its definition. Both builds run the scan here.
+    pattern = _dispatched(rules).pattern
+    assert spans(text, rules) == [
+        bound for found in pattern.finditer(text) for bound in found.span()
+    ]
+    assert _dispatched(rules).sub(text) == pattern.sub(_mask, text)
 
 
 def _masked_at_once(text: str) -> str:

@@ -28,6 +28,8 @@ from typing import Any, Final
 
 import orjson
 
+from . import _scan
+
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
     "ActionInfo",
@@ -93,6 +95,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 # their first character: the scan skips every character that starts none, and tries at each
 # other one only the branches that start with it. A run of digits is matched possessively
 # (``\d*+``): what follows it is never a digit, so giving some back could not find a match.
+# Compiled, haltwise finds the spans of ASCII text with a scan written by hand (``_scan.py``),
+# three to four times quicker; these patterns remain its definition, and what the pure build
+# uses.
 _CORE: Final = (
     ("0-9a-fA-F", r"[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
     (r"\d", r"\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
@@ -154,11 +159,32 @@ SEEN_LINES: Final = 4_096
 class Masker:
     """A volatile-span pattern and the lines it has masked, by what they were."""
 
-    __slots__ = ("pattern", "seen")
+    __slots__ = ("pattern", "rules", "seen")
 
-    def __init__(self, pattern: re.Pattern[str]) -> None:
+    def __init__(self, pattern: re.Pattern[str], rules: bool | None = None) -> None:
         self.pattern = pattern
+        #: For the pattern of ASCII text (``_dispatched``): whether it holds the rules. The
+        #: compiled build finds its spans with ``_scan.spans`` instead of the pattern.
+        self.rules = rules
         self.seen: dict[str, str] = {}
+
+    def sub(self, text: str) -> str:
+        """``text`` with each volatile span the pattern finds masked."""
+        if self.rules is None or not _scan.COMPILED:
+            return self.pattern.sub(_mask, text)
+        found = _scan.spans(text, self.rules)
+        if not found:
+            return text
+        pieces = []
+        last = 0
+        for index in range(0, len(found), 2):
+            start = found[index]
+            end = found[index + 1]
+            pieces.append(text[last:start])
+            pieces.append(_masked(text, start, end))
+            last = end
+        pieces.append(text[last:])
+        return "".join(pieces)
 
     def mask(self, lines: list[str], marked: list[int]) -> None:
         """Mask ``lines[index]`` for each index in ``marked``, in place. No mask spans a line
@@ -175,7 +201,7 @@ class Masker:
         if len(seen) + len(unseen) > SEEN_LINES:
             seen.clear()
         text = "\n".join(lines[index] for index in unseen)
-        for index, line in zip(unseen, self.pattern.sub(_mask, text).split("\n"), strict=True):
+        for index, line in zip(unseen, self.sub(text).split("\n"), strict=True):
             seen[lines[index]] = line
             lines[index] = line
 
@@ -208,7 +234,8 @@ def _dispatched(rules: bool) -> Masker:
                 for character, alternatives in rests.items()
             ),
             re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
-        )
+        ),
+        rules,
     )
 
 
@@ -240,12 +267,17 @@ _ASCII_DIGIT = re.compile("[0-9]")
 
 
 def _mask(match: re.Match[str]) -> str:
-    text = match.group()
-    start = match.start()
+    return _masked(match.string, match.start(), match.end())
+
+
+def _masked(string: str, start: int, end: int) -> str:
+    """What the volatile span ``string[start:end]`` is masked with (itself where it is not
+    one: part of a word, or a number that is no id)."""
+    text = string[start:end]
     first = text[0]
     if first in _RULE_GLYPHS:
         return first * 3
-    glued = start > 0 and (match.string[start - 1].isalnum() or match.string[start - 1] == "_")
+    glued = start > 0 and (string[start - 1].isalnum() or string[start - 1] == "_")
     if first == "/":
         return "<tmp>"
     if text.startswith("sh: line"):
@@ -290,7 +322,7 @@ def _mask_text(text: str) -> str:
     if "tmp" in text or "/var/folders" in text:
         masker = _pattern(text)
         if text.count("\n") + 1 < _REMEMBERED_FROM:
-            return masker.pattern.sub(_mask, text)
+            return masker.sub(text)
         lines = text.split("\n")
         marked = list(range(len(lines)))
     else:
@@ -301,7 +333,7 @@ def _mask_text(text: str) -> str:
         chosen = text if len(marked) == len(lines) else "\n".join(lines[i] for i in marked)
         masker = _pattern(chosen)
         if len(marked) < _REMEMBERED_FROM:
-            masked = masker.pattern.sub(_mask, chosen)
+            masked = masker.sub(chosen)
             if chosen is text:
                 return masked
             for index, line in zip(marked, masked.split("\n"), strict=True):

@@ -1,0 +1,54 @@
+# _scan.py's functions with their indices and characters as C integers: compiled, the scan
+# reads the text's code points one by one in C. A branch that does not match returns -1; -2 (never
+# a position) is how one that fails would say so, and a test that cannot fail says nothing.
+
+cimport cython
+
+ctypedef Py_ssize_t Index
+
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4)
+cpdef list spans(str text, bint rules)
+
+cdef bint _is_digit(Py_UCS4 c) noexcept
+cdef bint _is_hex(Py_UCS4 c) noexcept
+cdef bint _is_word(Py_UCS4 c) noexcept
+cdef bint _is_space(Py_UCS4 c) noexcept
+cdef bint _boundary(str text, Index n, Index i) noexcept
+cdef Index _digits(str text, Index n, Index i) noexcept
+@cython.locals(end=Index)
+cdef bint _count(str text, Index n, Index i, Index many, bint hex_digits) noexcept
+@cython.locals(size=Index, k=Index)
+cdef bint _at(str text, Index n, Index i, str word) noexcept
+cdef Index _fraction(str text, Index n, Index i, bint comma) noexcept
+
+@cython.locals(end=Index, run=Index, c=Py_UCS4)
+cdef Index _from_digit(str text, Index n, Index i) except -2
+cdef Index _uuid(str text, Index n, Index i) except -2
+@cython.locals(end=Index, zone=Index)
+cdef Index _date(str text, Index n, Index i) except -2
+@cython.locals(colon=Index)
+cdef Index _clock(str text, Index n, Index i) except -2
+@cython.locals(i=Index, end=Index)
+cdef Index _duration(str text, Index n, Index run) except -2
+@cython.locals(c=Py_UCS4)
+cdef bint _is_unit(str text, Index n, Index i, Index size) noexcept
+@cython.locals(end=Index)
+cdef Index _hex_id(str text, Index n, Index i) except -2
+@cython.locals(left=Index)
+cdef Index _progress(str text, Index n, Index run) except -2
+@cython.locals(i=Index)
+cdef Index _rate(str text, Index n, Index run) except -2
+@cython.locals(i=Index)
+cdef Index _minutes(str text, Index n, Index run) except -2
+@cython.locals(start=Index, end=Index)
+cdef Index _port(str text, Index n, Index i, str host) except -2
+@cython.locals(c=Py_UCS4, word=Index, start=Index, end=Index, last=Index)
+cdef Index _numbered(str text, Index n, Index i) except -2
+@cython.locals(end=Index)
+cdef Index _temp_name(str text, Index n, Index i) except -2
+@cython.locals(end=Index)
+cdef Index _shell_line(str text, Index n, Index i) except -2
+@cython.locals(start=Index, end=Index)
+cdef Index _temp_path(str text, Index n, Index i) except -2
+@cython.locals(end=Index)
+cdef Index _rule(str text, Index n, Index i) except -2

@@ -1,0 +1,449 @@
+# cython: boundscheck=False, wraparound=False
+"""The volatile spans of an ASCII text, found by a scan written out by hand.
+
+``spans(text, rules)`` finds exactly what ``_keys._dispatched(rules).pattern`` finds in ASCII
+text, in the same order (the leftmost match, the first branch that matches there, then on from
+its end): the regular expression stays the definition, and ``tests/detectors`` compare the two
+on generated texts made of every kind of span and of what comes near one. The regular
+expression engine tries every branch that starts with a character at each position that holds
+one, and a run of digits is read again by each branch that starts with a digit; here each
+branch is a few comparisons of character codes, and most positions are passed over at the cost
+of one.
+
+Compiled (``_scan.pxd`` types every index and character as a C integer, and every index is
+checked against the text's length before it is read, so Cython checks none again), the scan is what
+``_keys`` masks ASCII text with; interpreted, a loop over characters in Python costs more than
+the regular expression, and ``_keys`` uses that instead (``COMPILED``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .. import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError
+    except ImportError:
+        from .. import _pure as cython
+
+__all__ = ["COMPILED", "spans"]
+
+#: Whether this module runs compiled.
+COMPILED: bool = cython.compiled
+
+
+def spans(text: str, rules: bool) -> list[int]:
+    """The volatile spans of ``text`` (ASCII), as ``[start, end, start, end, ...]``; the rules
+    drawn with ``=_~*#-`` among them only if ``rules``."""
+    found: list[int] = []
+    n = len(text)
+    i = 0
+    while i < n:
+        c = text[i]
+        end = -1
+        if "0" <= c <= "9":
+            end = _from_digit(text, n, i)
+        elif "a" <= c <= "f":
+            end = _uuid(text, n, i)
+            if end < 0:
+                end = _hex_id(text, n, i)
+        elif "A" <= c <= "F":
+            end = _uuid(text, n, i)
+        elif c == "p" or c == "P":
+            end = _numbered(text, n, i)
+        elif c == "t" or c == "T":
+            end = _numbered(text, n, i)
+            if end < 0 and c == "t":
+                end = _temp_name(text, n, i)
+        elif c == "l":
+            end = _port(text, n, i, "localhost:")
+        elif c == "[":
+            end = _port(text, n, i, "[::1]:")
+            if end < 0:
+                end = _port(text, n, i, "[::]:")
+        elif c == "s":
+            end = _shell_line(text, n, i)
+        elif c == "/":
+            end = _temp_path(text, n, i)
+        elif rules and (c == "=" or c == "_" or c == "~" or c == "*" or c == "#" or c == "-"):
+            end = _rule(text, n, i)
+        if end > i:
+            found.append(i)
+            found.append(end)
+            i = end
+        else:
+            i += 1
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Characters
+
+
+def _is_digit(c: str) -> bool:
+    return "0" <= c <= "9"
+
+
+def _is_hex(c: str) -> bool:
+    return "0" <= c <= "9" or "a" <= c <= "f" or "A" <= c <= "F"
+
+
+def _is_word(c: str) -> bool:
+    return "a" <= c <= "z" or "A" <= c <= "Z" or "0" <= c <= "9" or c == "_"
+
+
+def _boundary(text: str, n: int, i: int) -> bool:
+    r"""Whether a word that ends before ``i`` ends there (``\b`` after a word character)."""
+    return i >= n or not _is_word(text[i])
+
+
+def _digits(text: str, n: int, i: int) -> int:
+    """The end of the run of digits from ``i`` (``i`` itself if none)."""
+    while i < n and "0" <= text[i] <= "9":
+        i += 1
+    return i
+
+
+def _count(text: str, n: int, i: int, many: int, hex_digits: bool) -> bool:
+    """Whether ``many`` digits (hex digits if ``hex_digits``) stand from ``i``."""
+    if i + many > n:
+        return False
+    end = i + many
+    while i < end:
+        if not (_is_hex(text[i]) if hex_digits else _is_digit(text[i])):
+            return False
+        i += 1
+    return True
+
+
+def _at(text: str, n: int, i: int, word: str) -> bool:
+    """Whether ``word`` stands at ``i`` (compared character by character: compiled, a call of
+    ``str.startswith`` would cost more than the comparisons)."""
+    size = len(word)
+    if i + size > n:
+        return False
+    k = 0
+    while k < size:
+        if text[i + k] != word[k]:
+            return False
+        k += 1
+    return True
+
+
+def _fraction(text: str, n: int, i: int, comma: bool) -> int:
+    r"""The end of ``\.\d+`` (``[.,]\d+`` with ``comma``) at ``i``, or ``i`` if there is
+    none."""
+    if i + 1 < n and (text[i] == "." or (comma and text[i] == ",")) and _is_digit(text[i + 1]):
+        return _digits(text, n, i + 1)
+    return i
+
+
+# --------------------------------------------------------------------------------------------
+# The branches, each the end of its match at ``i`` or -1
+
+
+def _from_digit(text: str, n: int, i: int) -> int:
+    """The branches that start with a digit, in the pattern's order."""
+    end = _uuid(text, n, i)
+    if end < 0:
+        end = _date(text, n, i)
+    if end < 0:
+        end = _clock(text, n, i)
+    c = text[i]
+    if end < 0 and c == "0" and i + 2 < n and text[i + 1] == "x" and _is_hex(text[i + 2]):
+        end = i + 3
+        while end < n and _is_hex(text[end]):
+            end += 1
+    run = _digits(text, n, i)
+    if end < 0:
+        end = _duration(text, n, run)
+    if end < 0:
+        end = _hex_id(text, n, i)
+    if end < 0 and c == "1":
+        end = _port(text, n, i, "127.0.0.1:")
+    if end < 0 and c == "0":
+        end = _port(text, n, i, "0.0.0.0:")
+    if end < 0:
+        end = _progress(text, n, run)
+    if end < 0:
+        end = _rate(text, n, run)
+    if end < 0:
+        end = _minutes(text, n, run)
+    return end
+
+
+def _uuid(text: str, n: int, i: int) -> int:
+    """``[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}``"""
+    if i + 36 > n:
+        return -1
+    if not (
+        _count(text, n, i, 8, True)
+        and text[i + 8] == "-"
+        and _count(text, n, i + 9, 4, True)
+        and text[i + 13] == "-"
+        and _count(text, n, i + 14, 4, True)
+        and text[i + 18] == "-"
+        and _count(text, n, i + 19, 4, True)
+        and text[i + 23] == "-"
+        and _count(text, n, i + 24, 12, True)
+    ):
+        return -1
+    return i + 36
+
+
+def _date(text: str, n: int, i: int) -> int:
+    r"""``\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?``"""
+    if not (
+        i + 10 <= n
+        and _count(text, n, i, 4, False)
+        and text[i + 4] == "-"
+        and _count(text, n, i + 5, 2, False)
+        and text[i + 7] == "-"
+        and _count(text, n, i + 8, 2, False)
+    ):
+        return -1
+    end = i + 10
+    # The time of day, all of it optional: each part is taken when it is there in full.
+    if not (
+        end + 6 <= n
+        and (text[end] == "T" or text[end] == " ")
+        and _count(text, n, end + 1, 2, False)
+        and text[end + 3] == ":"
+        and _count(text, n, end + 4, 2, False)
+    ):
+        return end
+    end += 6
+    if end + 3 <= n and text[end] == ":" and _count(text, n, end + 1, 2, False):
+        end = _fraction(text, n, end + 3, True)
+    if end < n and text[end] == "Z":
+        return end + 1
+    if (
+        end + 3 <= n
+        and (text[end] == "+" or text[end] == "-")
+        and _count(text, n, end + 1, 2, False)
+    ):
+        zone = end + 3
+        if zone + 3 <= n and text[zone] == ":" and _count(text, n, zone + 1, 2, False):
+            return zone + 3
+        if _count(text, n, zone, 2, False):
+            return zone + 2
+    return end
+
+
+def _clock(text: str, n: int, i: int) -> int:
+    r"""``\d\d?:\d\d:\d\d(?:[.,]\d+)?``"""
+    colon = i + 2 if i + 1 < n and _is_digit(text[i + 1]) else i + 1
+    if not (
+        colon + 6 <= n
+        and text[colon] == ":"
+        and _count(text, n, colon + 1, 2, False)
+        and text[colon + 3] == ":"
+        and _count(text, n, colon + 4, 2, False)
+    ):
+        return -1
+    return _fraction(text, n, colon + 6, True)
+
+
+def _duration(text: str, n: int, run: int) -> int:
+    r"""``\d+(?:\.\d+)?[ \t]?UNIT\b`` after the run of digits ending at ``run``: the unit is
+    a whole word, so it is the word that stands there."""
+    i = _fraction(text, n, run, False)
+    if i < n and (text[i] == " " or text[i] == "\t"):
+        i += 1
+    end = i
+    while end < n and _is_word(text[end]):
+        end += 1
+    return end if end > i and _is_unit(text, n, i, end - i) else -1
+
+
+def _is_unit(text: str, n: int, i: int, size: int) -> bool:
+    """Whether the ``size`` characters at ``i`` are a unit of time: ``ms``, ``us``, ``ns``,
+    ``s``, ``sec``, ``secs``, ``second(s)``, ``min(s)``, ``minute(s)``, ``h``, ``hr(s)``,
+    ``hour(s)`` (``µs`` is not ASCII)."""
+    c = text[i]
+    if c == "s":
+        return (
+            size == 1
+            or (size == 3 and _at(text, n, i, "sec"))
+            or (size == 4 and _at(text, n, i, "secs"))
+            or (size == 6 and _at(text, n, i, "second"))
+            or (size == 7 and _at(text, n, i, "seconds"))
+        )
+    if c == "m":
+        return (
+            (size == 2 and text[i + 1] == "s")
+            or (size == 3 and _at(text, n, i, "min"))
+            or (size == 4 and _at(text, n, i, "mins"))
+            or (size == 6 and _at(text, n, i, "minute"))
+            or (size == 7 and _at(text, n, i, "minutes"))
+        )
+    if c == "u" or c == "n":
+        return size == 2 and text[i + 1] == "s"
+    if c == "h":
+        return (
+            size == 1
+            or (size == 2 and text[i + 1] == "r")
+            or (size == 3 and _at(text, n, i, "hrs"))
+            or (size == 4 and _at(text, n, i, "hour"))
+            or (size == 5 and _at(text, n, i, "hours"))
+        )
+    return False
+
+
+def _hex_id(text: str, n: int, i: int) -> int:
+    r"""``[0-9a-f]{7,}\b``"""
+    end = i
+    while end < n and ("0" <= text[end] <= "9" or "a" <= text[end] <= "f"):
+        end += 1
+    if end - i >= 7 and _boundary(text, n, end):
+        return end
+    return -1
+
+
+def _progress(text: str, n: int, run: int) -> int:
+    r"""``\d+:\d\d<\d+:\d\d`` (a progress bar's elapsed and remaining time)."""
+    if not (
+        run + 4 <= n
+        and text[run] == ":"
+        and _count(text, n, run + 1, 2, False)
+        and text[run + 3] == "<"
+    ):
+        return -1
+    left = _digits(text, n, run + 4)
+    if (
+        left > run + 4
+        and left + 3 <= n
+        and text[left] == ":"
+        and _count(text, n, left + 1, 2, False)
+    ):
+        return left + 3
+    return -1
+
+
+def _rate(text: str, n: int, run: int) -> int:
+    r"""``\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b``"""
+    i = _fraction(text, n, run, False)
+    if i < n and (text[i] == " " or text[i] == "\t"):
+        i += 1
+    if _at(text, n, i, "it"):
+        i += 2
+    else:
+        if i < n and (text[i] == "k" or text[i] == "K" or text[i] == "M" or text[i] == "G"):
+            i += 1
+        if i < n and text[i] == "i":
+            i += 1
+        if not (i < n and text[i] == "B"):
+            return -1
+        i += 1
+    if _at(text, n, i, "/s") and _boundary(text, n, i + 2):
+        return i + 2
+    return -1
+
+
+def _minutes(text: str, n: int, run: int) -> int:
+    r"""``\d+m\d+(?:\.\d+)?s\b``"""
+    if not (run + 1 < n and text[run] == "m" and _is_digit(text[run + 1])):
+        return -1
+    i = _fraction(text, n, _digits(text, n, run + 1), False)
+    if i < n and text[i] == "s" and _boundary(text, n, i + 1):
+        return i + 1
+    return -1
+
+
+def _port(text: str, n: int, i: int, host: str) -> int:
+    """``host`` (ending with a colon) and a port number."""
+    if not _at(text, n, i, host):
+        return -1
+    start = i + len(host)
+    end = _digits(text, n, start)
+    return end if end > start else -1
+
+
+def _numbered(text: str, n: int, i: int) -> int:
+    r"""A pid, a process, a port or a thread and its number: ``pid 42``, ``Process=7``,
+    ``PORT:8080``, ``thread #3`` (``[ =:#]+\d+`` after the word)."""
+    c = text[i]
+    word = 0
+    if c == "p":
+        for name in ("pid", "process", "port"):
+            if _at(text, n, i, name):
+                word = len(name)
+                break
+    elif c == "P":
+        for name in ("PID", "Pid", "Process", "Port", "PORT"):
+            if _at(text, n, i, name):
+                word = len(name)
+                break
+    elif _at(text, n, i + 1, "hread"):
+        word = 6
+    if word == 0:
+        return -1
+    start = i + word
+    end = start
+    while end < n and (
+        text[end] == " " or text[end] == "=" or text[end] == ":" or text[end] == "#"
+    ):
+        end += 1
+    if end == start:
+        return -1
+    last = _digits(text, n, end)
+    return last if last > end else -1
+
+
+def _temp_name(text: str, n: int, i: int) -> int:
+    """``tmp[a-z0-9_]{6,}``"""
+    if not _at(text, n, i, "tmp"):
+        return -1
+    end = i + 3
+    while end < n and ("a" <= text[end] <= "z" or "0" <= text[end] <= "9" or text[end] == "_"):
+        end += 1
+    return end if end - (i + 3) >= 6 else -1
+
+
+def _shell_line(text: str, n: int, i: int) -> int:
+    r"""``sh: line \d+:``"""
+    if not _at(text, n, i, "sh: line "):
+        return -1
+    end = _digits(text, n, i + 9)
+    if end > i + 9 and end < n and text[end] == ":":
+        return end + 1
+    return -1
+
+
+def _temp_path(text: str, n: int, i: int) -> int:
+    """A temporary file's path: under ``/tmp/``, ``/var/tmp/``, ``/var/folders/`` (up to a
+    space, a quote or a separator), or ``/private/var/folders/`` (up to a space)."""
+    if _at(text, n, i, "/tmp/"):
+        start = i + 5
+    elif _at(text, n, i, "/var/tmp/"):
+        start = i + 9
+    elif _at(text, n, i, "/var/folders/"):
+        start = i + 13
+    elif _at(text, n, i, "/private/var/folders/"):
+        start = end = i + 21
+        while end < n and not _is_space(text[end]):
+            end += 1
+        return end if end > start else -1
+    else:
+        return -1
+    end = start
+    while end < n and not _is_space(text[end]) and text[end] not in "'\"`:,)]":
+        end += 1
+    return end if end > start else -1
+
+
+def _is_space(c: str) -> bool:
+    return c == " " or "\t" <= c <= "\r"
+
+
+def _rule(text: str, n: int, i: int) -> int:
+    """A rule drawn with ``=_~*#-``: three of them or more."""
+    end = i
+    while end < n and text[end] in "=_~*#-":
+        end += 1
+    return end if end - i >= 3 else -1
