@@ -670,11 +670,14 @@ _TRANSLATED_FROM: Final = 200
 
 
 def _numbers_masked(text: str) -> str:
-    """``text`` with each run of digits as ``#``. For a long ASCII text with no NUL in it, a
-    translation and a split (the pieces between digits, without the empty ones a run of
-    several leaves) rather than a regular expression, which tries a match at every position."""
+    """``text`` with each run of digits as ``#``. Compiled, an ASCII text's are found by a scan
+    (``_scan``); interpreted, for a long ASCII text with no NUL in it, by a translation and a
+    split (the pieces between digits, without the empty ones a run of several leaves) rather
+    than a regular expression, which tries a match at every position."""
     if not text.isascii():
         return _DIGITS.sub("#", text)
+    if _scan.COMPILED:
+        return _scan.numbers_masked(text)
     if len(text) < _TRANSLATED_FROM or "\x00" in text:
         return _ASCII_DIGITS.sub("#", text)
     pieces = text.translate(_DIGITS_AS_NUL).split("\x00")

@@ -8,6 +8,8 @@ ctypedef Py_ssize_t Index
 
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4)
 cpdef list spans(str text, bint rules)
+@cython.locals(n=Index, i=Index, last=Index)
+cpdef str numbers_masked(str text)
 
 cdef bint _is_digit(Py_UCS4 c) noexcept
 cdef bint _is_hex(Py_UCS4 c) noexcept
