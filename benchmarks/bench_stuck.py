@@ -19,9 +19,14 @@ each shared object counted once). Both stay flat as the history grows a thousand
 **Per tool call** (issue 15): one ``ToolCall`` and its ``ToolResult`` (a 3-line and a 1 KB
 test run, different every call) through ``Governor(limits | stuck())``, beside the same with
 the ``main`` revision (``$HALTWISE_BENCH_BASE``) imported from git, in interleaved rounds: µs
-per call for each and the median of per-round ratios. Goals: at most 5 µs and 20 µs.
+per call for each and the median of per-round ratios. Goals: at most 5 µs and 20 µs. The base
+revision is imported from its sources, so it runs interpreted: beside a compiled build, the
+ratio mixes the two. ``--instructions`` counts instead, under Valgrind (``instructions.py``),
+the instructions one such call executes in the build in force, which a loaded machine does not
+move; run it with ``PYTHONPATH`` naming another checkout (built in place) to count that one.
 
     python benchmarks/run.py stuck
+    python benchmarks/bench_stuck.py --instructions
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import instructions
 from anchors import gemini_tool_loop, openhands_stuck
 from haltwise.audit.readers import read_paths
 from haltwise.audit.replay import replay
@@ -319,6 +325,43 @@ def per_call() -> None:
             print(f"{size:8} {this:>8.1f} {'-':>10} {'-':>7}  {verdict}")
 
 
+#: ``--instructions``: timed runs of ``CALLS_PER_RUN`` calls per phase (the counts barely move).
+INSTRUCTION_RUNS = 20
+
+
+def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the per-call runs of each size."""
+    import haltwise
+
+    runs = []
+    for size, make, offset in (("3-line", short_result, 10_000), ("1 KB", long_result, 50_000)):
+        results = [make(offset + index) for index in range(2 * INSTRUCTION_RUNS * CALLS_PER_RUN)]
+        run = per_call_loop(haltwise, results)
+        for _ in range(INSTRUCTION_RUNS):
+            run()  # warm, and on to results not seen yet
+        runs.append((size, run))
+    for size, run in runs:
+        instructions.mark(size)
+        for _ in range(INSTRUCTION_RUNS):
+            run()
+    instructions.mark("end")
+
+
+def count_instructions() -> None:
+    import haltwise
+
+    counted = instructions.count(Path(__file__))
+    if isinstance(counted, str):
+        print(f"(instructions not counted: {counted})")
+        return
+    print(
+        f"instructions of one tool call and its result through Governor(limits | stuck()), "
+        f"{haltwise.__version__} {haltwise._compiled.BUILD} at {Path(haltwise.__file__).parent}"
+    )
+    for size, count in counted:
+        print(f"  {size:8} {count / (INSTRUCTION_RUNS * CALLS_PER_RUN) / 1000:>8.1f} k")
+
+
 def main() -> None:
     quality()
     print()
@@ -330,4 +373,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--instructions" in sys.argv:
+        count_instructions()
+    elif "--phases" in sys.argv:
+        phases()
+    else:
+        main()
