@@ -310,6 +310,22 @@ def test_changing_a_volatile_span_does_not(seconds: str, pid: int, port: int) ->
     )
 
 
+def test_the_scan_is_linear_on_runs_that_match_nothing() -> None:
+    # Long runs of digits or hex digits that no branch matches (a word character after them,
+    # or an unfinished progress bar): each run is read once, not from each of its positions.
+    hostile = (
+        "1" * 20_000 + "g",
+        "a" * 20_000 + "g",
+        "1a" * 10_000 + "g",
+        "1" * 10_000 + ":12<" + "3" * 10_000 + "x",
+        "1" * 10_000 + " " + "s" * 10_000,
+    )
+    for text in hostile:
+        started = time.perf_counter()
+        spans(text, True)
+        assert time.perf_counter() - started < 0.5  # interpreted too (quadratic: seconds)
+
+
 def test_masking_is_linear_on_hostile_input() -> None:
     # Long runs of what almost matches (digits, hex, rule glyphs): no backtracking blow-up.
     for unit in ("1" * 50_000, "a1" * 25_000, "=-" * 25_000, "1." * 25_000, "0x" * 25_000):

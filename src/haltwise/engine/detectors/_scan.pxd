@@ -6,7 +6,8 @@ cimport cython
 
 ctypedef Py_ssize_t Index
 
-@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4)
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, digits_end=Index, hex_end=Index,
+               duration=Index, after=Index)
 cpdef list spans(str text, bint rules)
 @cython.locals(n=Index, i=Index, last=Index)
 cpdef str numbers_masked(str text)
@@ -23,8 +24,11 @@ cdef bint _count(str text, Index n, Index i, Index many, bint hex_digits) noexce
 cdef bint _at(str text, Index n, Index i, str word) noexcept
 cdef Index _fraction(str text, Index n, Index i, bint comma) noexcept
 
-@cython.locals(end=Index, run=Index, c=Py_UCS4)
-cdef Index _from_digit(str text, Index n, Index i) except -2
+@cython.locals(end=Index, c=Py_UCS4)
+cdef Index _from_digit(str text, Index n, Index i, Index hex_end, Index duration,
+                       Index after) except -2
+@cython.locals(end=Index)
+cdef Index _after_run(str text, Index n, Index run) except -2
 cdef Index _uuid(str text, Index n, Index i) except -2
 @cython.locals(end=Index, zone=Index)
 cdef Index _date(str text, Index n, Index i) except -2
@@ -34,8 +38,8 @@ cdef Index _clock(str text, Index n, Index i) except -2
 cdef Index _duration(str text, Index n, Index run) except -2
 @cython.locals(c=Py_UCS4)
 cdef bint _is_unit(str text, Index n, Index i, Index size) noexcept
-@cython.locals(end=Index)
-cdef Index _hex_id(str text, Index n, Index i) except -2
+cdef Index _hex_run(str text, Index n, Index i) noexcept
+cdef Index _hex_id(str text, Index n, Index i, Index end) except -2
 @cython.locals(left=Index)
 cdef Index _progress(str text, Index n, Index run) except -2
 @cython.locals(i=Index)

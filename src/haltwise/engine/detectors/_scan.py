@@ -42,16 +42,30 @@ def spans(text: str, rules: bool) -> list[int]:
     drawn with ``=_~*#-`` among them only if ``rules``."""
     found: list[int] = []
     n = len(text)
+    # The ends of the run of digits and of lowercase hex digits that hold ``i``, and what the
+    # branches that read on from the run's end find there: each is read once per run, not
+    # again from each of its positions (a long run that matches nothing would make the scan
+    # quadratic).
+    digits_end = hex_end = 0
+    duration = after = -1
     i = 0
     while i < n:
         c = text[i]
         end = -1
         if "0" <= c <= "9":
-            end = _from_digit(text, n, i)
+            if i >= digits_end:
+                digits_end = _digits(text, n, i)
+                duration = _duration(text, n, digits_end)
+                after = _after_run(text, n, digits_end)
+            if i >= hex_end:
+                hex_end = _hex_run(text, n, i)
+            end = _from_digit(text, n, i, hex_end, duration, after)
         elif "a" <= c <= "f":
             end = _uuid(text, n, i)
             if end < 0:
-                end = _hex_id(text, n, i)
+                if i >= hex_end:
+                    hex_end = _hex_run(text, n, i)
+                end = _hex_id(text, n, i, hex_end)
         elif "A" <= c <= "F":
             end = _uuid(text, n, i)
         elif c == "p" or c == "P":
@@ -168,8 +182,10 @@ def _fraction(text: str, n: int, i: int, comma: bool) -> int:
 # The branches, each the end of its match at ``i`` or -1
 
 
-def _from_digit(text: str, n: int, i: int) -> int:
-    """The branches that start with a digit, in the pattern's order."""
+def _from_digit(text: str, n: int, i: int, hex_end: int, duration: int, after: int) -> int:
+    """The branches that start with a digit, in the pattern's order. ``hex_end`` is the end of
+    the run of lowercase hex digits from ``i``; ``duration`` and ``after`` are what
+    ``_duration`` and ``_after_run`` find after its run of digits."""
     end = _uuid(text, n, i)
     if end < 0:
         end = _date(text, n, i)
@@ -180,17 +196,22 @@ def _from_digit(text: str, n: int, i: int) -> int:
         end = i + 3
         while end < n and _is_hex(text[end]):
             end += 1
-    run = _digits(text, n, i)
     if end < 0:
-        end = _duration(text, n, run)
+        end = duration
     if end < 0:
-        end = _hex_id(text, n, i)
+        end = _hex_id(text, n, i, hex_end)
     if end < 0 and c == "1":
         end = _port(text, n, i, "127.0.0.1:")
     if end < 0 and c == "0":
         end = _port(text, n, i, "0.0.0.0:")
     if end < 0:
-        end = _progress(text, n, run)
+        end = after
+    return end
+
+
+def _after_run(text: str, n: int, run: int) -> int:
+    """The last branches that start with a digit, each reading on from the end of its run."""
+    end = _progress(text, n, run)
     if end < 0:
         end = _rate(text, n, run)
     if end < 0:
@@ -277,7 +298,8 @@ def _duration(text: str, n: int, run: int) -> int:
     if i < n and (text[i] == " " or text[i] == "\t"):
         i += 1
     end = i
-    while end < n and _is_word(text[end]):
+    # No unit is longer than 7 letters: a longer word is none, however long it is.
+    while end < n and end - i <= 7 and _is_word(text[end]):
         end += 1
     return end if end > i and _is_unit(text, n, i, end - i) else -1
 
@@ -316,11 +338,15 @@ def _is_unit(text: str, n: int, i: int, size: int) -> bool:
     return False
 
 
-def _hex_id(text: str, n: int, i: int) -> int:
-    r"""``[0-9a-f]{7,}\b``"""
-    end = i
-    while end < n and ("0" <= text[end] <= "9" or "a" <= text[end] <= "f"):
-        end += 1
+def _hex_run(text: str, n: int, i: int) -> int:
+    """The end of the run of lowercase hex digits from ``i``."""
+    while i < n and ("0" <= text[i] <= "9" or "a" <= text[i] <= "f"):
+        i += 1
+    return i
+
+
+def _hex_id(text: str, n: int, i: int, end: int) -> int:
+    r"""``[0-9a-f]{7,}\b``, where the run of lowercase hex digits from ``i`` ends at ``end``."""
     if end - i >= 7 and _boundary(text, n, end):
         return end
     return -1
