@@ -15,7 +15,12 @@ from haltwise.engine.detectors import (
     normalize_output,
     result_fingerprint,
 )
-from haltwise.engine.detectors._keys import _numbers_masked, analyze_call, analyze_result
+from haltwise.engine.detectors._keys import (
+    _numbers_masked,
+    _shorten,
+    analyze_call,
+    analyze_result,
+)
 from haltwise.engine.detectors._scan import numbers_masked
 from haltwise.engine.events import ToolCall, ToolResult
 
@@ -145,3 +150,15 @@ def test_numbers_are_masked_as_by_a_regular_expression(text: str) -> None:
         assert _numbers_masked(sized) == re.sub(r"\d+", "#", sized)
         if sized.isascii():
             assert numbers_masked(sized) == re.sub(r"\d+", "#", sized)  # the compiled build's
+
+
+_PREVIEW_PARTS = st.sampled_from(["a", "word", "x" * 30, " ", "\n\t", " " * 200, "y" * 100])
+
+
+@given(st.lists(_PREVIEW_PARTS, max_size=60), st.integers(min_value=1, max_value=120))
+def test_a_preview_is_the_text_folded_and_cut(parts: list[str], limit: int) -> None:
+    # Long texts are folded from a head only; the preview is still the whole text's.
+    text = "".join(parts)
+    folded = " ".join(text.split())
+    expected = folded if len(folded) <= limit else folded[: limit - 1] + "…"
+    assert _shorten(text, limit) == expected

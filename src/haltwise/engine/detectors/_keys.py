@@ -592,12 +592,15 @@ class ResultInfo:
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    # No more than ``limit`` words can show: a long text is not split whole.
-    words = text.split(None, limit)
-    if len(words) > limit:
-        return " ".join(words[:limit])[: limit - 1] + "…"
-    text = " ".join(words)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` with its white space folded, cut to ``limit`` characters with an ellipsis."""
+    # A long text is not folded whole: a head of it that folds to more than ``limit``
+    # characters begins with the same ones as the whole, and says it is longer.
+    if len(text) > 4 * limit:
+        head = " ".join(text[: 4 * limit].split())
+        if len(head) > limit:
+            return head[: limit - 1] + "…"
+    folded = " ".join(text.split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
 def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
