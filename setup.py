@@ -9,6 +9,7 @@ Python, saying so; it runs the same, more slowly.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ def _extensions() -> list[Extension]:
     ]
     return cythonize(
         extensions,
+        # Each module is translated, then compiled, on a core of its own.
+        nthreads=os.cpu_count() or 1,
         compiler_directives={
             "language_level": 3,
             # Compiled as written: an annotation (``str``, ``int``) is documentation, not a C
@@ -65,6 +68,11 @@ def _extensions() -> list[Extension]:
 class BuildExt(build_ext):
     """Builds the extensions, or none (pure Python) when the C compiler fails; then records the
     digest of the sources they were built from (``haltwise/_compiled.py``)."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1  # one compiler per core
 
     def run(self) -> None:
         if not self.extensions:
