@@ -334,9 +334,8 @@ async def phases() -> None:
 
 
 def count_instructions() -> None:
-    phases = instructions.count(Path(__file__))
-    if isinstance(phases, str):
-        print(f"(instructions not counted: {phases})")
+    phases = instructions.counted(Path(__file__))
+    if phases is None:
         return
     print(
         f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "

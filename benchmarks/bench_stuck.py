@@ -350,9 +350,8 @@ def phases() -> None:
 def count_instructions() -> None:
     import haltwise
 
-    counted = instructions.count(Path(__file__))
-    if isinstance(counted, str):
-        print(f"(instructions not counted: {counted})")
+    counted = instructions.counted(Path(__file__))
+    if counted is None:
         return
     print(
         f"instructions of one tool call and its result through Governor(limits | stuck()), "

@@ -78,6 +78,15 @@ def count(script: Path) -> list[tuple[str, int]] | str:
     return [(name, totals[i + 1]) for i, name in enumerate(names[:-1])]
 
 
+def counted(script: Path) -> list[tuple[str, int]] | None:
+    """``count(script)``, or None once it has said why the instructions cannot be counted."""
+    phases = count(script)
+    if isinstance(phases, str):
+        print(f"(instructions not counted: {phases})")
+        return None
+    return phases
+
+
 def _summary(dump: Path) -> int:
     with dump.open() as lines:
         for line in lines:
