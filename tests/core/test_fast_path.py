@@ -72,7 +72,12 @@ class _General(Governor):
         self._dispatch.use(self._handlers)
 
 
-_PRICES = {"m": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "2"}}
+_PRICES = {
+    "m": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "2"},
+    # Dearer per token than a C long long holds in engine units: the compiled handlers' C
+    # arithmetic hands it to the pricer.
+    "dear": {"input": "5000000", "output": "9000000"},
+}
 
 _LIMITS: list[Limit] = [
     max_turns(3),
@@ -94,6 +99,9 @@ _LIMITS: list[Limit] = [
     max_cost("0.0015", shadow=True),
     timeout(seconds=30),
     max_turns(2, warn_at=0.5),
+    # Past what the compiled handlers' C integers hold: the general handlers decide.
+    max_tokens(2**130),
+    max_cost("1e30"),
 ]
 
 _EVENTS: list[Event] = [
@@ -110,6 +118,12 @@ _EVENTS: list[Event] = [
     ModelResponse("m", 20, 5, cost=Decimal("0.0003")),
     ModelResponse("m", answered=False),
     ModelResponse("unpriced", 10, 2),
+    ModelRequest("dear", max_tokens=5),
+    ModelResponse("dear", 3, 1),
+    # Counts past a C long long, and a cost past 2^120 engine units.
+    ModelRequest("m", max_tokens=2**63),
+    ModelResponse("m", 2**64, 5),
+    ModelResponse("m", 10, 2, cost=Decimal("1e30")),
     ToolCall("a"),
     ToolCall("b"),
     ToolCall("c"),

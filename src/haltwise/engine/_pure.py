@@ -15,14 +15,20 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["cclass", "compiled", "dataclasses", "declare", "int"]
+__all__ = ["cast", "cclass", "compiled", "dataclasses", "declare", "int", "longlong"]
 
 _T = TypeVar("_T")
 
 #: Interpreted: Cython's own ``cython.compiled`` is True in a compiled module.
 compiled = False
-#: Compiled: a C int. Interpreted: an int.
+#: Compiled: a C int, a C long long. Interpreted: an int.
 int = int
+longlong = int
+
+
+def cast(kind: type[_T], value: Any) -> _T:
+    """Compiled: a C cast. Interpreted: ``value`` as ``kind``."""
+    return kind(value)  # type: ignore[call-arg]
 
 
 def cclass(cls: type[_T]) -> type[_T]:

@@ -6,6 +6,11 @@ cimport cython
 from haltwise.engine.events cimport ModelRequest, ModelResponse
 from haltwise.engine.state cimport InFlight, Slot, Tally
 
+# A C integer of 128 bits (GCC's and Clang's): a run's dollars in engine units (10^-18 USD) pass
+# 2^63 at $9.22; a product of two C long longs below 2^62 and a sum of a few such fit in it.
+cdef extern from *:
+    ctypedef long long wide "__int128"
+
 cdef class Check:
     cdef readonly int kind
     cdef readonly object maximum
@@ -27,8 +32,23 @@ cdef class Dispatch:
 
     # The LLM-call handlers, their locals typed: each attribute they read is a struct member.
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int)
+                   kind=int, refused=bint, wanted=cython.longlong, asked=cython.longlong,
+                   prompt_run=cython.longlong, prompt_session=cython.longlong,
+                   prompt=cython.longlong, cap=wide, free=wide, used=wide, worst=wide,
+                   room=wide)
     cpdef object on_model_request(self, ModelRequest event)
+    @cython.locals(found=tuple)
+    cdef wide _worst(self, object model, long long prompt, long long wanted) except? -2
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int)
+                   kind=int, used=wide, priced=wide)
     cpdef object on_model_response(self, ModelResponse event)
+
+@cython.locals(natural=cython.longlong)
+cdef long long _natural(object value) except? -1
+@cython.locals(whole=wide)
+cdef wide _whole(object value) except? -1
+@cython.locals(narrow=cython.longlong)
+cdef object _money(wide value)
+@cython.locals(read=cython.longlong, written=cython.longlong, plain=cython.longlong, cost=wide)
+cdef wide _flat_cost(tuple found, object input_tokens, object output_tokens, object cache_read,
+                     object cache_write) except? -2

@@ -17,7 +17,13 @@ them as from the general path, and from the compiled build as from the pure one.
 This module is compiled by Cython from this source when haltwise is installed with a C
 compiler (``haltwise/_compiled.py``); ``dispatch.pxd`` types its attributes, and those of the
 events and tallies it reads (``events.pxd``, ``state.pxd``), so that each is a C struct member.
-Interpreted, it is the same code.
+Compiled, the handlers' sums and comparisons are on C integers, not on Python ints: counts and
+prices as C long longs below 2^62 (``_natural``), dollars in engine units as 128-bit integers
+within 2^120 of zero (``_whole``), so that no product or sum of a few can overflow; a value
+that is no int, or is past those bounds, makes the handler hand the event on unchanged (a
+request to the general handler, a response's price to the pricer, its checks to the general
+ones). Python ints of many digits cost an allocation for every sum: this took an LLM call
+from 18.0 to 13.6 thousand instructions. Interpreted, it is the same code on Python ints.
 """
 
 from __future__ import annotations
@@ -182,7 +188,9 @@ class Dispatch:
 
     def on_model_request(self, event: ModelRequest) -> Decision:
         # Mirrors Governor._on_model_request and _count_request when every check passes and
-        # no token limit lowers max_tokens (then each allowance is None).
+        # no token limit lowers max_tokens (then each allowance is None). The arithmetic is on
+        # C integers (compiled): a count or a price that is no int, or too large for them, hands
+        # the event to the general handler before anything is counted.
         governor = self.governor
         flight = self.flight
         requests: list[Any] = flight.requests
@@ -191,81 +199,96 @@ class Dispatch:
         run = self.run
         session = self.session
         model = event.model
-        wanted = event.max_tokens
-        asked = event.input_tokens
+        wanted_given = event.max_tokens
+        asked_given = event.input_tokens
         # The prompt's size, as each tally estimates it when the driver does not say.
-        prompt_run = run.last_input_tokens if asked is None else asked
-        prompt_session = session.last_input_tokens if asked is None else asked
-        worst_run = None
-        checks: tuple[Check, ...] | None = self.before_checks
-        assert checks is not None
-        for check in checks:
-            slot = check.slot
-            tally = check.tally
-            kind = check.kind
-            if kind == _CALLS:
-                if tally.model_calls - slot.baseline >= check.maximum + slot.extra:
-                    return governor._on_model_request(event)
-                continue
-            prompt = prompt_run if check.on_run else prompt_session
-            # ``free`` is the cap less what is spent or held: the general checks'
-            # ``used >= cap`` is ``free <= 0``, and ``used + more > cap`` is ``more > free``.
-            if kind == _COST:
-                free = check.maximum + slot.extra - (tally.cost - slot.baseline + flight.cost)
-                if free <= 0:
-                    return governor._on_model_request(event)
-                if wanted is not None:
-                    worst = self._worst(model, prompt, wanted)
-                    if worst is None or worst > free:
-                        return governor._on_model_request(event)
-                    if check.on_run:
-                        worst_run = worst
-                continue
-            if kind == _INPUT:
-                used = tally.input_tokens + flight.input_tokens
-            elif kind == _OUTPUT:
-                used = tally.output_tokens + flight.output_tokens
-            else:
-                used = (
-                    tally.input_tokens
-                    + tally.output_tokens
-                    + flight.input_tokens
-                    + flight.output_tokens
-                )
-            free = check.maximum + slot.extra - (used - slot.baseline)
-            if kind == _INPUT:
-                if free <= 0 or (asked is not None and asked > free):
-                    return governor._on_model_request(event)
-                continue
-            room = free if kind == _OUTPUT else free - prompt
-            if wanted is None or free <= 0 or not 0 < wanted <= room:
-                return governor._on_model_request(event)
-            slot.state = None
+        prompt_run_given = run.last_input_tokens if asked_given is None else asked_given
+        worst_run_given: Any = None
+        refused = False
+        try:
+            wanted = 0 if wanted_given is None else _natural(wanted_given)
+            asked = 0 if asked_given is None else _natural(asked_given)
+            prompt_run = _natural(prompt_run_given)
+            prompt_session = _natural(session.last_input_tokens) if asked_given is None else asked
+            checks: tuple[Check, ...] | None = self.before_checks
+            assert checks is not None
+            for check in checks:
+                slot = check.slot
+                tally = check.tally
+                kind = check.kind
+                # ``free`` is the cap less what is spent or held: the general checks'
+                # ``used >= cap`` is ``free <= 0``, and ``used + more > cap`` is ``more > free``.
+                cap = _whole(check.maximum) + _whole(slot.extra) + _whole(slot.baseline)
+                if kind == _CALLS:
+                    if _whole(tally.model_calls) >= cap:
+                        refused = True
+                        break
+                    continue
+                prompt = prompt_run if check.on_run else prompt_session
+                if kind == _COST:
+                    free = cap - _whole(tally.cost) - _whole(flight.cost)
+                    if free <= 0:
+                        refused = True
+                        break
+                    if wanted_given is not None:
+                        worst = self._worst(model, prompt, wanted)
+                        if worst < 0 or worst > free:
+                            refused = True
+                            break
+                        if check.on_run:
+                            worst_run_given = _money(worst)
+                    continue
+                if kind == _INPUT:
+                    used = _whole(tally.input_tokens) + _whole(flight.input_tokens)
+                elif kind == _OUTPUT:
+                    used = _whole(tally.output_tokens) + _whole(flight.output_tokens)
+                else:
+                    used = (
+                        _whole(tally.input_tokens)
+                        + _whole(tally.output_tokens)
+                        + _whole(flight.input_tokens)
+                        + _whole(flight.output_tokens)
+                    )
+                free = cap - used
+                if kind == _INPUT:
+                    if free <= 0 or (asked_given is not None and asked > free):
+                        refused = True
+                        break
+                    continue
+                room = free if kind == _OUTPUT else free - prompt
+                if wanted_given is None or free <= 0 or not 0 < wanted <= room:
+                    refused = True
+                    break
+                slot.state = None
+        except (TypeError, OverflowError):
+            refused = True  # a count or a price the C integers cannot hold
+        if refused:
+            return governor._on_model_request(event)
         run.model_calls += 1
         session.model_calls += 1
-        output = 0 if wanted is None else wanted
-        if not self.priced or wanted is None:
+        output = 0 if wanted_given is None else wanted_given
+        if not self.priced or wanted_given is None:
             cost = None
         elif self.run_prices:
-            cost = worst_run  # the run's cost limit priced this very request
+            cost = worst_run_given  # the run's cost limit priced this very request
         else:
-            cost = governor.request_cost(model, prompt_run, wanted) if model else None
-        requests.append((event.request_id, model, prompt_run, output, cost, ()))
-        flight.input_tokens += prompt_run
+            cost = governor.request_cost(model, prompt_run_given, wanted_given) if model else None
+        requests.append((event.request_id, model, prompt_run_given, output, cost, ()))
+        flight.input_tokens += prompt_run_given
         flight.output_tokens += output
         if cost is not None:
             flight.cost += cost
         return CONTINUE
 
-    def _worst(self, model: Any, prompt: Any, wanted: Any) -> int | None:
-        """The most a request can cost, in engine units (None: no price)."""
+    def _worst(self, model: Any, prompt: int, wanted: int) -> int:
+        """The most a request can cost, in engine units (-1: no price)."""
         if not model:
-            return None
+            return -1
         found = self.flat.get(model)
-        if found is None or (prompt | wanted) < 0:
+        if found is None:
             worst: int | None = self.worst_units(model, prompt, wanted)
-            return worst
-        return prompt * found[4] + wanted * found[1]  # type: ignore[no-any-return]
+            return -1 if worst is None else _whole(worst)
+        return prompt * _natural(found[4]) + wanted * _natural(found[1])
 
     def on_model_response(self, event: ModelResponse) -> Decision:
         # Mirrors Governor._count_response and _add_usage for an answered response whose
@@ -300,21 +323,16 @@ class Dispatch:
             cost = governor._price(model, input_tokens, output_tokens, cache_read, cache_write)
         elif model:
             found = self.flat.get(model)
-            if (
-                found is None
-                or (input_tokens | output_tokens | cache_read | cache_write) < 0
-                or cache_read + cache_write > input_tokens
-            ):
+            cost = None
+            if found is not None:
+                try:
+                    priced = _flat_cost(found, input_tokens, output_tokens, cache_read, cache_write)
+                except (TypeError, OverflowError):
+                    priced = -1  # a count or a price the C integers cannot hold
+                if priced >= 0:
+                    cost = _money(priced)
+            if cost is None:
                 cost = self.unit_price(model, input_tokens, output_tokens, cache_read, cache_write)
-            else:
-                # Cached tokens are priced apart; most responses have none written, many none read.
-                cost = (input_tokens - cache_read - cache_write) * found[0] + output_tokens * found[
-                    1
-                ]
-                if cache_read:
-                    cost += cache_read * found[2]
-                if cache_write:
-                    cost += cache_write * found[3]
         else:
             cost = None
         run = self.run
@@ -343,18 +361,75 @@ class Dispatch:
             return governor._after_response(event, cost)
         checks: tuple[Check, ...] | None = self.after_checks
         assert checks is not None
-        for check in checks:
-            slot = check.slot
-            tally = check.tally
-            kind = check.kind
-            if kind == _COST:
-                used = tally.cost
-            elif kind == _INPUT:
-                used = tally.input_tokens
-            elif kind == _OUTPUT:
-                used = tally.output_tokens
-            else:
-                used = tally.input_tokens + tally.output_tokens
-            if used - slot.baseline > check.maximum + slot.extra:
-                return governor._after_response(event, cost)
+        try:
+            for check in checks:
+                slot = check.slot
+                tally = check.tally
+                kind = check.kind
+                if kind == _COST:
+                    used = _whole(tally.cost)
+                elif kind == _INPUT:
+                    used = _whole(tally.input_tokens)
+                elif kind == _OUTPUT:
+                    used = _whole(tally.output_tokens)
+                else:
+                    used = _whole(tally.input_tokens) + _whole(tally.output_tokens)
+                if used > _whole(check.maximum) + _whole(slot.extra) + _whole(slot.baseline):
+                    return governor._after_response(event, cost)
+        except (TypeError, OverflowError):
+            # A count the C integers cannot hold: the general checks decide.
+            return governor._after_response(event, cost)
         return CONTINUE
+
+
+def _natural(value: object) -> int:
+    """``value`` as a C integer (compiled) when it is a count or a price the arithmetic above
+    can multiply without overflow: an int in [0, 2^62); else TypeError or OverflowError."""
+    if type(value) is not int:
+        raise TypeError(value)
+    natural: int = value  # compiled, a C long long: OverflowError past it
+    if natural >> 62:
+        raise OverflowError(value)
+    return natural
+
+
+def _whole(value: object) -> int:
+    """``value`` as a C integer of 128 bits (compiled) when it is an int within 2^120 of zero,
+    so that a sum of a few of them cannot overflow; else TypeError or OverflowError."""
+    if type(value) is not int:
+        raise TypeError(value)
+    whole: int = value  # compiled, a C __int128: OverflowError past it
+    if not -1 <= whole >> 120 <= 0:
+        raise OverflowError(value)
+    return whole
+
+
+def _money(value: int) -> int:
+    """A C integer of 128 bits (compiled) as a Python int."""
+    narrow = cython.cast(cython.longlong, value)
+    if narrow == value:
+        return narrow  # the quick conversion, from a C long long
+    return value
+
+
+def _flat_cost(
+    found: tuple[int, int, int, int, int],
+    input_tokens: object,
+    output_tokens: object,
+    cache_read: object,
+    cache_write: object,
+) -> int:
+    """A response's cost at a model's flat per-token prices, in engine units; -1 when it reads
+    more cached tokens than its prompt holds (the pricer says what that costs)."""
+    read = _natural(cache_read)
+    written = _natural(cache_write)
+    plain = _natural(input_tokens) - read - written
+    if plain < 0:
+        return -1
+    # Cached tokens are priced apart; most responses have none written, many none read.
+    cost = plain * _natural(found[0]) + _natural(output_tokens) * _natural(found[1])
+    if read:
+        cost += read * _natural(found[2])
+    if written:
+        cost += written * _natural(found[3])
+    return cost
