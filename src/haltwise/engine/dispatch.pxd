@@ -6,8 +6,9 @@ cimport cython
 from haltwise.engine.events cimport ModelRequest, ModelResponse
 from haltwise.engine.state cimport InFlight, Slot, Tally
 
-# A C integer of 128 bits (GCC's and Clang's): a run's dollars in engine units (10^-18 USD) pass
-# 2^63 at $9.22; a product of two C long longs below 2^62 and a sum of a few such fit in it.
+# A C integer of 128 bits (GCC's and Clang's; where the compiler has none, setup.py installs pure
+# Python): a run's dollars in engine units (10^-18 USD) pass 2^63 at $9.22, and a product of two
+# C long longs below 2^62, or a sum of a few such, fits in it.
 cdef extern from *:
     ctypedef long long wide "__int128"
 
