@@ -496,7 +496,11 @@ def versions() -> str:
 
 
 def main() -> None:
+    from haltwise import _compiled
+
     print(f"Python {sys.version.split()[0]}; {versions()}")
+    # A stale or missing compile puts the pure build in force: the figures are then its.
+    print(f"haltwise build in force: {_compiled.BUILD} ({_compiled.REASON})")
     print(
         f"limits: turns {MAX_TURNS}, tool calls {MAX_TOOL_CALLS}, tokens {MAX_TOKENS:,}, "
         f"${MAX_COST}, {TIMEOUT_S // 60} min (each peer as far as it has them); "
