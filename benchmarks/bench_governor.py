@@ -23,8 +23,9 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
 Then one LLM call as a driver reports it (its two events built and handled) by the build in
 force (compiled, when haltwise was installed with a C compiler) and, when that is the compiled
 one, by the pure build beside it (the same sources, copied without their extensions and
-imported as ``haltwise_pure``), next to the same at BASE and to building the events alone;
-then the memory of one governed run (tracemalloc) and of a Governor itself. With
+imported as ``haltwise_pure``), next to the same at BASE and to the floors: the events built
+alone, built and each handed to a no-op, and built and each handled under a lock with a clock
+read (what a thread-safe governor with a time limit cannot skip); then the memory of one governed run (tracemalloc) and of a Governor itself. With
 ``HALTWISE_PURE=1`` the pure build is the one in force and the only one timed.
 
 ``python benchmarks/run.py governor``; ``python benchmarks/bench_governor.py --profile`` prints
@@ -40,6 +41,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -612,12 +614,36 @@ class ByHandCalls:
         return CONTINUE
 
 
+class LockedClock:
+    """What any governor that may be called from several threads and keeps a time limit does
+    for each event, and nothing else: take a lock, read the monotonic clock against the
+    deadline, give the lock back. With the events built, the floor under the 650 ns goal."""
+
+    __slots__ = ("due", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.due = time.monotonic() + TIMEOUT_S
+
+    def handle(self, event: object) -> object:
+        with self.lock:
+            if time.monotonic() >= self.due:
+                raise Halt("timeout")
+            return CONTINUE
+
+
+def _no_op(event: object) -> object:
+    return CONTINUE
+
+
 def measure_llm_call() -> None:
     """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
     build = haltwise._compiled.BUILD
     loops = {
         f"haltwise Governor ({build})": call_loop(haltwise, Governor(limits()).handle),
         f"  its two events, built only ({build})": call_loop(haltwise, None),
+        "  built, each handed to a no-op": call_loop(haltwise, _no_op),
+        "  built, each under a lock with a clock read": call_loop(haltwise, LockedClock().handle),
     }
     if build == "compiled":  # else the build in force is the pure one
         pure = load_pure()
