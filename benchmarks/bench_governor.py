@@ -25,11 +25,14 @@ force (compiled, when haltwise was installed with a C compiler) and, when that i
 one, by the pure build beside it (the same sources, copied without their extensions and
 imported as ``haltwise_pure``), next to the same at BASE and to the floors: the events built
 alone, built and each handed to a no-op, and built and each handled under a lock with a clock
-read (what a thread-safe governor with a time limit cannot skip); then the memory of one governed run (tracemalloc) and of a Governor itself. With
-``HALTWISE_PURE=1`` the pure build is the one in force and the only one timed.
+read (what a thread-safe governor with a time limit cannot skip, here written in Python); then
+the memory of one governed run (tracemalloc) and of a Governor itself. With ``HALTWISE_PURE=1``
+the pure build is the one in force and the only one timed.
 
 ``python benchmarks/run.py governor``; ``python benchmarks/bench_governor.py --profile`` prints
-a cProfile of the Governor over the same stream (not part of the benchmark's record).
+a cProfile of the Governor over the same stream (not part of the benchmark's record), and
+``--instructions`` counts, under Valgrind (``instructions.py``), the instructions of one LLM call
+by the Governor and by the floors, which a loaded machine does not move.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from genai_prices import calc_price
 from pydantic_ai.usage import RequestUsage, RunUsage, UsageLimits
 
 import haltwise
+import instructions
 from haltwise import (
     Event,
     Governor,
@@ -776,6 +780,72 @@ def main() -> None:
     measure_memory()
 
 
+#: ``--instructions``: LLM calls per phase, and phases per contender (the counts barely move).
+INSTRUCTION_CALLS = 2_000
+INSTRUCTION_ROUNDS = 3
+
+
+def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): one LLM call, built and handled
+    by each contender, ``INSTRUCTION_CALLS`` times a phase. The Governor's limits are the
+    benchmark's with numbers no run of these calls reaches (the same checks, every call on the
+    fast path), so that no ``RunStarted`` between runs is counted with the calls."""
+    governor = Governor(
+        haltwise.max_turns(MAX_TURNS)
+        | haltwise.max_tool_calls(MAX_TOOL_CALLS)
+        | haltwise.max_tokens(10**12)
+        | haltwise.max_cost("1000000")
+        | haltwise.timeout(minutes=30)
+    )
+    governor.handle(RunStarted(prompt="Fix the failing test in tests/test_api.py"))
+    usage = [turn_usage(k % TURNS) for k in range(INSTRUCTION_CALLS)]
+
+    def calls(handle: Handler | None) -> Callable[[], None]:
+        def run() -> None:
+            for input_tokens, output_tokens, cache_read in usage:
+                request = ModelRequest(model=MODEL, max_tokens=1024)
+                response = ModelResponse(
+                    model=MODEL,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cache_read_tokens=cache_read,
+                )
+                if handle is not None:
+                    handle(request)
+                    handle(response)
+
+        return run
+
+    players = {
+        "haltwise Governor": calls(governor.handle),
+        "its two events, built only": calls(None),
+        "built, each handed to a no-op": calls(_no_op),
+        "built, each under a lock with a clock read": calls(LockedClock().handle),
+    }
+    for run in players.values():
+        run()
+    for _ in range(INSTRUCTION_ROUNDS):
+        for name, run in players.items():
+            instructions.mark(name)
+            run()
+    instructions.mark("end")
+
+
+def count_instructions() -> None:
+    counted = instructions.counted(Path(__file__))
+    if counted is None:
+        return
+    print(
+        f"instructions of one LLM call, {haltwise.__version__} {haltwise._compiled.BUILD} at "
+        f"{Path(haltwise.__file__).parent}"
+    )
+    fewest: dict[str, int] = {}
+    for name, count in counted:
+        fewest[name] = min(fewest.get(name, count), count)
+    for name, count in fewest.items():
+        print(f"  {name:44} {count / INSTRUCTION_CALLS / 1000:>8.1f} k")
+
+
 def profile() -> None:
     """cProfile the Governor over the stream (off the record: cProfile inflates small calls)."""
     import cProfile
@@ -796,5 +866,9 @@ def profile() -> None:
 if __name__ == "__main__":
     if "--profile" in sys.argv[1:]:
         profile()
+    elif "--phases" in sys.argv[1:]:
+        phases()
+    elif "--instructions" in sys.argv[1:]:
+        count_instructions()
     else:
         main()
