@@ -6,8 +6,8 @@ cimport cython
 
 ctypedef Py_ssize_t Index
 
-@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, digits_end=Index, hex_end=Index,
-               duration=Index, after=Index)
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
+               digits_end=Index, hex_end=Index, duration=Index, after=Index)
 cpdef list spans(str text, bint rules)
 @cython.locals(n=Index, i=Index, last=Index)
 cpdef str numbers_masked(str text)
@@ -16,6 +16,7 @@ cdef bint _is_digit(Py_UCS4 c) noexcept
 cdef bint _is_hex(Py_UCS4 c) noexcept
 cdef bint _is_word(Py_UCS4 c) noexcept
 cdef bint _is_space(Py_UCS4 c) noexcept
+cdef Py_UCS4 _next(str text, Index n, Index i) noexcept
 cdef bint _boundary(str text, Index n, Index i) noexcept
 cdef Index _digits(str text, Index n, Index i) noexcept
 @cython.locals(end=Index)

@@ -37,6 +37,14 @@ __all__ = ["COMPILED", "numbers_masked", "spans"]
 COMPILED: bool = cython.compiled
 
 
+#: For each ASCII code, whether a branch can start with it: digits, hex letters, ``pPtTl[s/``,
+#: and the characters of a rule.
+_STARTS: bytes = cython.declare(
+    bytes,
+    bytes(int(chr(code) in "0123456789abcdefABCDEFpPtTl[s/=_~*#-") for code in range(128)),
+)
+
+
 def spans(text: str, rules: bool) -> list[int]:
     """The volatile spans of ``text`` (ASCII), as ``[start, end, start, end, ...]``; the rules
     drawn with ``=_~*#-`` among them only if ``rules``."""
@@ -51,6 +59,10 @@ def spans(text: str, rules: bool) -> list[int]:
     i = 0
     while i < n:
         c = text[i]
+        code = ord(c)
+        if code >= 128 or not _STARTS[code]:
+            i += 1  # most characters start no branch
+            continue
         end = -1
         if "0" <= c <= "9":
             if i >= digits_end:
@@ -65,25 +77,34 @@ def spans(text: str, rules: bool) -> list[int]:
             if end < 0:
                 if i >= hex_end:
                     hex_end = _hex_run(text, n, i)
-                end = _hex_id(text, n, i, hex_end)
+                if hex_end - i >= 7:
+                    end = _hex_id(text, n, i, hex_end)
         elif "A" <= c <= "F":
             end = _uuid(text, n, i)
+        # The branches below start with a word or a path: each is tried only where its second
+        # character stands too, since the letters that start them mostly start other words.
         elif c == "p" or c == "P":
-            end = _numbered(text, n, i)
+            if _next(text, n, i) in "iroIO":
+                end = _numbered(text, n, i)
         elif c == "t" or c == "T":
-            end = _numbered(text, n, i)
-            if end < 0 and c == "t":
+            second = _next(text, n, i)
+            if second == "h":
+                end = _numbered(text, n, i)
+            elif second == "m" and c == "t":
                 end = _temp_name(text, n, i)
         elif c == "l":
-            end = _port(text, n, i, "localhost:")
+            if _next(text, n, i) == "o":
+                end = _port(text, n, i, "localhost:")
         elif c == "[":
             end = _port(text, n, i, "[::1]:")
             if end < 0:
                 end = _port(text, n, i, "[::]:")
         elif c == "s":
-            end = _shell_line(text, n, i)
+            if _next(text, n, i) == "h":
+                end = _shell_line(text, n, i)
         elif c == "/":
-            end = _temp_path(text, n, i)
+            if _next(text, n, i) in "tvp":
+                end = _temp_path(text, n, i)
         elif rules and (c == "=" or c == "_" or c == "~" or c == "*" or c == "#" or c == "-"):
             end = _rule(text, n, i)
         if end > i:
@@ -130,6 +151,11 @@ def _is_hex(c: str) -> bool:
 
 def _is_word(c: str) -> bool:
     return "a" <= c <= "z" or "A" <= c <= "Z" or "0" <= c <= "9" or c == "_"
+
+
+def _next(text: str, n: int, i: int) -> str:
+    """The character after ``i``, or NUL at the end."""
+    return text[i + 1] if i + 1 < n else "\x00"
 
 
 def _boundary(text: str, n: int, i: int) -> bool:
@@ -200,9 +226,9 @@ def _from_digit(text: str, n: int, i: int, hex_end: int, duration: int, after: i
         end = duration
     if end < 0:
         end = _hex_id(text, n, i, hex_end)
-    if end < 0 and c == "1":
+    if end < 0 and c == "1" and _next(text, n, i) == "2":
         end = _port(text, n, i, "127.0.0.1:")
-    if end < 0 and c == "0":
+    if end < 0 and c == "0" and _next(text, n, i) == ".":
         end = _port(text, n, i, "0.0.0.0:")
     if end < 0:
         end = after
@@ -223,15 +249,16 @@ def _uuid(text: str, n: int, i: int) -> int:
     """``[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}``"""
     if i + 36 > n:
         return -1
+    # The dashes first: a hex letter starts most words, and a word is rarely followed by one.
     if not (
-        _count(text, n, i, 8, True)
-        and text[i + 8] == "-"
-        and _count(text, n, i + 9, 4, True)
+        text[i + 8] == "-"
         and text[i + 13] == "-"
-        and _count(text, n, i + 14, 4, True)
         and text[i + 18] == "-"
-        and _count(text, n, i + 19, 4, True)
         and text[i + 23] == "-"
+        and _count(text, n, i, 8, True)
+        and _count(text, n, i + 9, 4, True)
+        and _count(text, n, i + 14, 4, True)
+        and _count(text, n, i + 19, 4, True)
         and _count(text, n, i + 24, 12, True)
     ):
         return -1
@@ -242,10 +269,10 @@ def _date(text: str, n: int, i: int) -> int:
     r"""``\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?``"""
     if not (
         i + 10 <= n
-        and _count(text, n, i, 4, False)
         and text[i + 4] == "-"
-        and _count(text, n, i + 5, 2, False)
         and text[i + 7] == "-"
+        and _count(text, n, i, 4, False)
+        and _count(text, n, i + 5, 2, False)
         and _count(text, n, i + 8, 2, False)
     ):
         return -1
