@@ -16,6 +16,7 @@ from haltwise.engine.detectors import (
     result_fingerprint,
 )
 from haltwise.engine.detectors._keys import (
+    _last_exception_name,
     _numbers_masked,
     _shorten,
     analyze_call,
@@ -150,6 +151,41 @@ def test_numbers_are_masked_as_by_a_regular_expression(text: str) -> None:
         assert _numbers_masked(sized) == re.sub(r"\d+", "#", sized)
         if sized.isascii():
             assert numbers_masked(sized) == re.sub(r"\d+", "#", sized)  # the compiled build's
+
+
+#: What names an exception at the start of a line, and what comes near such a name.
+_EXCEPTION_PARTS = st.sampled_from(
+    [
+        "ValueError",
+        "os.TimeoutError",
+        "SystemExit",
+        "KeyboardInterrupt",
+        "MyException",
+        ":",
+        " ",
+        "\n",
+        "\r",
+        "x",
+        "E",
+        "rror",
+        ".",
+        "_",
+        "é",
+        "Error:",
+        "a.b.",
+        "raise ",
+    ]
+)
+
+
+@given(st.lists(_EXCEPTION_PARTS, max_size=30))
+def test_the_last_exception_is_the_last_that_a_line_starts_with(parts: list[str]) -> None:
+    # Each line is matched at its start, from the last: what a multi-line search finds last.
+    text = "".join(parts)
+    every = re.findall(
+        r"^(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)", text, re.MULTILINE
+    )
+    assert _last_exception_name(text) == (every[-1] if every else None)
 
 
 _PREVIEW_PARTS = st.sampled_from(["a", "word", "x" * 30, " ", "\n\t", " " * 200, "y" * 100])

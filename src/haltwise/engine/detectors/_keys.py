@@ -357,10 +357,8 @@ _BLANKS: Final = frozenset(" \t")
 # --------------------------------------------------------------------------------------------
 # Error classes: the kind of failure, which stays the same while its details vary.
 
-_EXCEPTION = re.compile(
-    r"^(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)",
-    re.MULTILINE,
-)
+#: The exception class a line starts with (``ValueError: ...``, ``pkg.mod.TimeoutError``).
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)")
 _NOT_FOUND = re.compile(
     r"\bno (?:matches|match|results?|files?) (?:found|for)\b|\bnot found\b|\bnothing found\b",
     re.IGNORECASE,
@@ -376,15 +374,17 @@ _ERROR_PHRASES: Final = (
 )
 
 
-def _exception_names(text: str) -> list[str]:
-    """The exception classes that lines of ``text`` start with. A name is on one line, and a
-    line can hold one only if it names one of the kinds: the others are not scanned."""
-    lines = [
-        line
-        for line in text.split("\n")
-        if "Error" in line or "Exception" in line or "Exit" in line or "Interrupt" in line
-    ]
-    return _EXCEPTION.findall("\n".join(lines)) if lines else []
+def _last_exception_name(text: str) -> str | None:
+    """The exception class that the last line of ``text`` to start with one starts with. A name
+    is on one line, and a line can hold one only if it names one of the kinds: each line is
+    matched at its start, from the last, and only if it does."""
+    for line in reversed(text.split("\n")):
+        if "Error" in line or "Exception" in line or "Exit" in line or "Interrupt" in line:
+            found = _EXCEPTION.match(line)
+            if found:
+                name: str = found.group(1)
+                return name
+    return None
 
 
 def normalize_output(text: str) -> str:
@@ -414,9 +414,7 @@ def error_class(
     lowered = (head + "\n" + tail).lower()
     found = None
     if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
-        names = _exception_names(tail or head)
-        if names:
-            found = names[-1]
+        found = _last_exception_name(tail or head)
     if found is None:
         for needle, name in _ERROR_PHRASES:
             if needle in lowered:
