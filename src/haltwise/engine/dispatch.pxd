@@ -21,7 +21,8 @@ cdef class Check:
 
 cdef class Dispatch:
     cdef readonly object governor
-    cdef public object lock, clock, due, hot, early
+    cdef public object clock, due, hot, early
+    cdef public tuple locking
     cdef public bint plain
     cdef readonly bint fast_request, fast_response
     cdef readonly Tally run, session
