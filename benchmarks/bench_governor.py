@@ -832,13 +832,9 @@ def phases() -> None:
 
 
 def count_instructions() -> None:
-    counted = instructions.counted(Path(__file__))
+    counted = instructions.counted(Path(__file__), "one LLM call, its two events built and handled")
     if counted is None:
         return
-    print(
-        f"instructions of one LLM call, {haltwise.__version__} {haltwise._compiled.BUILD} at "
-        f"{Path(haltwise.__file__).parent}"
-    )
     fewest: dict[str, int] = {}
     for name, count in counted:
         fewest[name] = min(fewest.get(name, count), count)

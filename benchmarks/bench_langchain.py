@@ -270,13 +270,13 @@ async def phases() -> None:
 
 
 def count_instructions() -> None:
-    phases = instructions.counted(Path(__file__))
+    phases = instructions.counted(
+        Path(__file__),
+        f"one run ({TURNS} turns and a final answer over HTTP, the scripted "
+        f"server's included), {INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each",
+    )
     if phases is None:
         return
-    print(
-        f"instructions of one run ({TURNS} turns and a final answer over HTTP, the scripted "
-        f"server's included), {INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
-    )
     instructions.report(
         phases,
         INSTRUCTION_RUNS,

@@ -334,14 +334,14 @@ async def phases() -> None:
 
 
 def count_instructions() -> None:
-    phases = instructions.counted(Path(__file__))
+    phases = instructions.counted(
+        Path(__file__),
+        f"one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
+        "tool calls over HTTP, the scripted server's included), "
+        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each",
+    )
     if phases is None:
         return
-    print(
-        f"instructions of one run ({REQUESTS_PER_RUN} requests and {TURNS * CALLS_PER_TURN} "
-        "tool calls over HTTP, the scripted server's included), "
-        f"{INSTRUCTION_ROUNDS} phases of {INSTRUCTION_RUNS} runs each"
-    )
     instructions.report(phases, INSTRUCTION_RUNS, lambda name: "pydantic-ai")
 
 

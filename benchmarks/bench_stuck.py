@@ -348,15 +348,11 @@ def phases() -> None:
 
 
 def count_instructions() -> None:
-    import haltwise
-
-    counted = instructions.counted(Path(__file__))
+    counted = instructions.counted(
+        Path(__file__), "one tool call and its result through Governor(limits | stuck())"
+    )
     if counted is None:
         return
-    print(
-        f"instructions of one tool call and its result through Governor(limits | stuck()), "
-        f"{haltwise.__version__} {haltwise._compiled.BUILD} at {Path(haltwise.__file__).parent}"
-    )
     for size, count in counted:
         print(f"  {size:8} {count / (INSTRUCTION_RUNS * CALLS_PER_RUN) / 1000:>8.1f} k")
 

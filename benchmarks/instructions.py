@@ -78,12 +78,19 @@ def count(script: Path) -> list[tuple[str, int]] | str:
     return [(name, totals[i + 1]) for i, name in enumerate(names[:-1])]
 
 
-def counted(script: Path) -> list[tuple[str, int]] | None:
-    """``count(script)``, or None once it has said why the instructions cannot be counted."""
+def counted(script: Path, what: str) -> list[tuple[str, int]] | None:
+    """``count(script)``, once a line has said that they are the instructions of ``what`` and
+    which haltwise ran; or None once it has said why they cannot be counted."""
     phases = count(script)
     if isinstance(phases, str):
         print(f"(instructions not counted: {phases})")
         return None
+    import haltwise
+
+    print(
+        f"instructions of {what}; haltwise {haltwise.__version__}, {haltwise._compiled.BUILD} "
+        f"build, at {Path(haltwise.__file__).parent}"
+    )
     return phases
 
 
