@@ -1,0 +1,21 @@
+# _base.py's window of recent results as an extension type, its fields and the results it holds
+# typed (_keys.pxd), so that judging and keeping a result reads and writes C struct members.
+
+cimport cython
+
+from haltwise.engine.detectors._keys cimport ResultInfo
+
+cdef class Recent:
+    cdef public Py_ssize_t size
+    cdef object _items
+    cdef dict _keys
+    cdef object _signature
+
+    cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
+    @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
+    cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
+    @cython.locals(info=ResultInfo)
+    cpdef push(self, object key, ResultInfo result)
+
+@cython.locals(seen=frozenset)
+cdef bint _seen(object line, list sets) except -1

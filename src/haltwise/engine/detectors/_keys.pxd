@@ -1,0 +1,15 @@
+# _keys.py's analyses of a call and of a result as extension types, so that the detectors that
+# read them (_base.pxd) read their fields as C struct members. Every field is as in _keys.py.
+
+cdef class ActionInfo:
+    cdef readonly object key
+    cdef readonly str name, preview
+    cdef readonly tuple echoes
+    cdef readonly bint edit
+
+cdef class ResultInfo:
+    cdef readonly object fingerprint, error
+    cdef readonly tuple lines
+    cdef readonly frozenset exact, masked
+    cdef readonly str preview
+    cdef readonly bint echo_only
