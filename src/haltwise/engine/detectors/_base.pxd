@@ -3,7 +3,7 @@
 
 cimport cython
 
-from haltwise.engine.detectors._keys cimport ResultInfo
+from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo
 
 cdef class Recent:
     cdef public Py_ssize_t size
@@ -19,3 +19,13 @@ cdef class Recent:
 
 @cython.locals(seen=frozenset)
 cdef bint _seen(object line, list sets) except -1
+
+cdef class LadderState:
+    cdef public object at, flagged, onset, what
+    cdef public int level
+    cdef public bint blocked
+
+cdef class ToolState(LadderState):
+    cdef public dict pending
+    cdef public set refused
+    cdef public Recent recent

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..decisions import Block, Warn
 from ..errors import InvalidValueError
@@ -26,6 +26,17 @@ from ..limits import Context, EventType, Leaf, Scope
 from ..policies import Policy
 from ..state import Slot
 from ._keys import DEFAULT_IGNORED_FIELDS, ActionInfo, ResultInfo, analyze_call, analyze_result
+
+if TYPE_CHECKING:
+    from .. import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError  # Cython's own stand-ins: haltwise's are the same everywhere
+    except ImportError:
+        from .. import _pure as cython
 
 __all__ = ["Detector", "LadderState", "Recent", "ToolDetector", "ToolState"]
 
@@ -375,7 +386,9 @@ class ToolDetector(Detector):
 
     def post(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
         assert slot is not None
-        state: ToolState = slot.state
+        # Typed (compiled): their fields are read as C struct members, their windows called
+        # without a lookup.
+        state = cython.declare(ToolState, slot.state)
         kind = type(event)
         if kind is ToolCall:
             pending = state.pending
@@ -384,10 +397,10 @@ class ToolDetector(Detector):
                 del pending[next(iter(pending))]
             return None
         if kind is ToolResult:
-            action = self._take_pending(state, event)
+            action = cython.declare(ActionInfo, self._take_pending(state, event))
             if action is None:
                 return None
-            result = analyze_result(event, action)
+            result = cython.declare(ResultInfo, analyze_result(event, action))
             new = state.recent.is_new(action.key, result, action.edit)
             state.recent.push(action.key, result)
             if new and state.level != CLEAR and self.news_clears:
