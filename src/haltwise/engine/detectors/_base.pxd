@@ -1,5 +1,6 @@
-# _base.py's window of recent results as an extension type, its fields and the results it holds
-# typed (_keys.pxd), so that judging and keeping a result reads and writes C struct members.
+# _base.py's window of recent results and a detector's state on its ladder as extension types,
+# their fields and the results they hold typed (_keys.pxd), so that judging and keeping a result
+# reads and writes C struct members. A value a field holds is as in _base.py.
 
 cimport cython
 

@@ -2,8 +2,8 @@
 # read them (_base.pxd) read their fields as C struct members. Every field is as in _keys.py.
 
 cdef class ActionInfo:
-    cdef readonly object key
-    cdef readonly str name, preview
+    cdef readonly object key, name  # the tool's name as the driver gave it
+    cdef readonly str preview
     cdef readonly tuple echoes
     cdef readonly bint edit
 
