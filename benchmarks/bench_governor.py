@@ -636,17 +636,13 @@ class LockedClock:
             return CONTINUE
 
 
-def _no_op(event: object) -> object:
-    return CONTINUE
-
-
 def measure_llm_call() -> None:
     """One LLM call recorded and checked with the benchmark's limits, per call, side by side."""
     build = haltwise._compiled.BUILD
     loops = {
         f"haltwise Governor ({build})": call_loop(haltwise, Governor(limits()).handle),
         f"  its two events, built only ({build})": call_loop(haltwise, None),
-        "  built, each handed to a no-op": call_loop(haltwise, _no_op),
+        "  built, each handed to a no-op": call_loop(haltwise, noop),
         "  built, each under a lock with a clock read": call_loop(haltwise, LockedClock().handle),
     }
     if build == "compiled":  # else the build in force is the pure one
@@ -819,7 +815,7 @@ def phases() -> None:
     players = {
         "haltwise Governor": calls(governor.handle),
         "its two events, built only": calls(None),
-        "built, each handed to a no-op": calls(_no_op),
+        "built, each handed to a no-op": calls(noop),
         "built, each under a lock with a clock read": calls(LockedClock().handle),
     }
     for run in players.values():

@@ -22,8 +22,8 @@ prices as C long longs below 2^62 (``_natural``), dollars in engine units as 128
 within 2^120 of zero (``_whole``), so that no product or sum of a few can overflow; a value
 that is no int, or is past those bounds, makes the handler hand the event on unchanged (a
 request to the general handler, a response's price to the pricer, its checks to the general
-ones). Python ints of many digits cost an allocation for every sum: this took an LLM call
-from 18.0 to 13.6 thousand instructions. Interpreted, it is the same code on Python ints.
+ones). Python ints of many digits cost an allocation for every sum. Interpreted, it is the
+same code on Python ints.
 """
 
 from __future__ import annotations
