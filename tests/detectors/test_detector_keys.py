@@ -16,13 +16,16 @@ from haltwise.engine.detectors import (
     result_fingerprint,
 )
 from haltwise.engine.detectors._keys import (
+    MAX_LINE_CHARS,
+    _folded_lines,
     _last_exception_name,
+    _line_hashes,
     _numbers_masked,
     _shorten,
     analyze_call,
     analyze_result,
 )
-from haltwise.engine.detectors._scan import numbers_masked
+from haltwise.engine.detectors._scan import folded_lines, line_hashes, numbers_masked
 from haltwise.engine.events import ToolCall, ToolResult
 
 
@@ -149,8 +152,32 @@ def test_numbers_are_masked_as_by_a_regular_expression(text: str) -> None:
     # Short texts are masked by a regular expression, long ones (200 characters on) otherwise.
     for sized in (text, text * 10):
         assert _numbers_masked(sized) == re.sub(r"\d+", "#", sized)
-        if sized.isascii():
-            assert numbers_masked(sized) == re.sub(r"\d+", "#", sized)  # the compiled build's
+        assert numbers_masked(sized) == re.sub(r"\d+", "#", sized)  # the compiled build's
+
+
+#: What a line of a result holds near its line number and its white space.
+_LINE_PARTS = st.sampled_from(
+    [
+        *" \t\n\x0b\x0c\x1c\x1f\x85\xa0\u3000:|│#x09٣²",
+        *("12", "  7 |", "3\t", "42:", "\t\t9 │", "08 x", "word", "a b", "a  b", " ", "\x00"),
+    ]
+)
+
+
+@given(st.lists(_LINE_PARTS, max_size=60).map("".join), st.sampled_from([4, MAX_LINE_CHARS]))
+def test_the_lines_scan_folds_lines_as_split_and_join_do(text: str, most: int) -> None:
+    # The compiled build reads a result's lines with one scan: each line's number dropped and
+    # its white space folded as a regular expression and str.split() do. Both builds run it.
+    expected = _folded_lines(text)
+    if most == MAX_LINE_CHARS:
+        assert folded_lines(text, most) == expected
+    else:
+        cut = {line[:most]: None for raw in text.split("\n") for line in _folded_lines(raw)}
+        assert folded_lines(text, most) == list(cut)
+    lines = [*expected, "٣ and 3", "no digit"]
+    masked = [re.sub(r"\d+", "#", line) for line in lines]
+    assert line_hashes(lines) == tuple(zip(map(hash, lines), map(hash, masked), strict=True))
+    assert _line_hashes(lines) == line_hashes(lines)
 
 
 #: What names an exception at the start of a line, and what comes near such a name.

@@ -623,6 +623,23 @@ def _head_tail(items: list[str], most: int) -> list[str]:
     return items[:half] + items[-half:]
 
 
+def _folded_lines(text: str) -> list[str]:
+    """The distinct lines of ``text`` in order, each without the line number a file viewer
+    prints before it, its white space folded and cut to ``MAX_LINE_CHARS``; empty ones left
+    out. Compiled, ``_scan.folded_lines`` does the same in one pass."""
+    distinct: dict[str, None] = {}
+    for raw in text.split("\n"):
+        first = raw[:1]
+        if first in _BLANKS or first.isdecimal():  # a line number can start here
+            number = _LINE_NUMBER.match(raw)
+            if number:
+                raw = raw[number.end() :]
+        line = " ".join(raw.split())[:MAX_LINE_CHARS]
+        if line:
+            distinct[line] = None
+    return list(distinct)
+
+
 def _sample(content: str) -> tuple[list[str], list[str], bool]:
     """The distinct lines of ``content`` that detectors compare, normalized (at most
     ``MAX_LINES``: the first and last halves); the lines between them that are only remembered
@@ -636,17 +653,7 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
     if "\r" in text:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    distinct: dict[str, None] = {}
-    for raw in text.split("\n"):
-        first = raw[:1]
-        if first in _BLANKS or first.isdecimal():  # a line number can start here
-            number = _LINE_NUMBER.match(raw)
-            if number:
-                raw = raw[number.end() :]
-        line = " ".join(raw.split())[:MAX_LINE_CHARS]
-        if line:
-            distinct[line] = None
-    lines = list(distinct)
+    lines = _scan.folded_lines(text, MAX_LINE_CHARS) if _scan.COMPILED else _folded_lines(text)
     middle: list[str] = []
     if len(lines) > MAX_LINES:
         half, most = MAX_LINES // 2, MAX_SEEN_LINES // 2
@@ -671,14 +678,12 @@ _TRANSLATED_FROM: Final = 200
 
 
 def _numbers_masked(text: str) -> str:
-    """``text`` with each run of digits as ``#``. Compiled, an ASCII text's are found by a scan
-    (``_scan``); interpreted, for a long ASCII text with no NUL in it, by a translation and a
-    split (the pieces between digits, without the empty ones a run of several leaves) rather
-    than a regular expression, which tries a match at every position."""
+    """``text`` with each run of digits as ``#``, interpreted (compiled, ``_scan`` masks them):
+    for a long ASCII text with no NUL in it, by a translation and a split (the pieces between
+    digits, without the empty ones a run of several leaves) rather than a regular expression,
+    which tries a match at every position."""
     if not text.isascii():
         return _DIGITS.sub("#", text)
-    if _scan.COMPILED:
-        return _scan.numbers_masked(text)
     if len(text) < _TRANSLATED_FROM or "\x00" in text:
         return _ASCII_DIGITS.sub("#", text)
     pieces = text.translate(_DIGITS_AS_NUL).split("\x00")
@@ -689,6 +694,9 @@ def _numbers_masked(text: str) -> str:
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
+    """For each of ``lines``: its hash, and the hash of it with its numbers masked."""
+    if _scan.COMPILED:
+        return _scan.line_hashes(lines)
     masked = _numbers_masked("\n".join(lines)).split("\n")
     return tuple(zip(map(hash, lines), map(hash, masked), strict=True))
 

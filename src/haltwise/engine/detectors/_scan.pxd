@@ -11,6 +11,14 @@ ctypedef Py_ssize_t Index
 cpdef list spans(str text, bint rules)
 @cython.locals(n=Index, i=Index, last=Index)
 cpdef str numbers_masked(str text)
+@cython.locals(raw=str, line=str, n=Index, start=Index, i=Index, c=Py_UCS4, folded=bint)
+cpdef list folded_lines(str text, Index most)
+@cython.locals(line=str)
+cpdef tuple line_hashes(list lines)
+@cython.locals(i=Index, digits=Index, bar=Index)
+cdef Index _line_number_end(str line, Index n) noexcept
+
+cdef bint _is_decimal(Py_UCS4 c) noexcept
 
 cdef bint _is_digit(Py_UCS4 c) noexcept
 cdef bint _is_hex(Py_UCS4 c) noexcept

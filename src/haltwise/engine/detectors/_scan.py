@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False
-"""The volatile spans of an ASCII text, found by a scan written out by hand.
+"""Scans of a tool result's text written out by hand: above all its volatile spans.
 
 ``spans(text, rules)`` finds exactly what ``_keys._dispatched(rules).pattern`` finds in ASCII
 text, in the same order (the leftmost match, the first branch that matches there, then on from
@@ -10,10 +10,16 @@ one, and a run of digits is read again by each branch that starts with a digit; 
 branch is a few comparisons of character codes, and most positions are passed over at the cost
 of one.
 
+The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
+line number, its white space folded), ``numbers_masked`` and ``line_hashes``. Each does what a
+regular expression and a few ``str`` methods per line do in ``_keys``, which the tests compare
+it with, without making a Python object of what it only looks at.
+
 Compiled (``_scan.pxd`` types every index and character as a C integer, and every index is
-checked against the text's length before it is read, so Cython checks none again), the scan is what
-``_keys`` masks ASCII text with; interpreted, a loop over characters in Python costs more than
-the regular expression, and ``_keys`` uses that instead (``COMPILED``).
+checked against the text's length before it is read, so Cython checks none again), these scans
+are what ``_keys`` reads text with; interpreted, a loop over characters in Python costs more
+than the regular expressions and ``str`` methods, and ``_keys`` uses those instead
+(``COMPILED``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ else:
     except ImportError:
         from .. import _pure as cython
 
-__all__ = ["COMPILED", "numbers_masked", "spans"]
+__all__ = ["COMPILED", "folded_lines", "line_hashes", "numbers_masked", "spans"]
 
 #: Whether this module runs compiled.
 COMPILED: bool = cython.compiled
@@ -117,17 +123,19 @@ def spans(text: str, rules: bool) -> list[int]:
 
 
 def numbers_masked(text: str) -> str:
-    r"""``text`` (ASCII) with each run of digits as ``#``: what ``re.sub(r"\d+", "#", text)``
-    gives."""
+    r"""``text`` with each run of decimal digits as ``#``: what ``re.sub(r"\d+", "#", text)``
+    gives (``text`` itself if it holds none)."""
     pieces: list[str] = []
     n = len(text)
     last = 0
     i = 0
     while i < n:
-        if "0" <= text[i] <= "9":
+        if _is_decimal(text[i]):
             pieces.append(text[last:i])
             pieces.append("#")
-            i = _digits(text, n, i + 1)
+            i += 1
+            while i < n and _is_decimal(text[i]):
+                i += 1
             last = i
         else:
             i += 1
@@ -137,8 +145,67 @@ def numbers_masked(text: str) -> str:
     return "".join(pieces)
 
 
+def folded_lines(text: str, most: int) -> list[str]:
+    """The distinct lines of ``text`` in order, each without the line number a file viewer
+    prints before it, with its white space folded (``" ".join(line.split())``) and cut to
+    ``most`` characters; empty ones left out. Any text, not only ASCII: what ``_keys`` finds
+    with a regular expression and ``str.split`` per line, without making a word of any line
+    that is folded already (nearly all of them)."""
+    distinct: dict[str, None] = {}
+    for raw in text.split("\n"):
+        n = len(raw)
+        start = _line_number_end(raw, n)
+        # Folded already: no white space but single spaces between words.
+        folded = True
+        i = start
+        while i < n:
+            c = raw[i]
+            if c.isspace() and (c != " " or i == start or i == n - 1 or raw[i - 1] == " "):
+                folded = False
+                break
+            i += 1
+        line = (raw[start:] if start else raw) if folded else " ".join(raw[start:].split())
+        if len(line) > most:
+            line = line[:most]
+        if line:
+            distinct[line] = None
+    return list(distinct)
+
+
+def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
+    """For each of ``lines``: its hash, and the hash of it with each run of digits as ``#``
+    (``\\d``: any decimal digit, not only ASCII)."""
+    return tuple([(hash(line), hash(numbers_masked(line))) for line in lines])
+
+
+def _line_number_end(line: str, n: int) -> int:
+    r"""The end of the line number ``line`` starts with, as a file viewer prints it (``12:``,
+    ``  12 |``, ``12\t``: ``[ \t]*\d+(?::|[ \t]*[|│]|\t)``), or 0 if it starts with none."""
+    i = 0
+    while i < n and (line[i] == " " or line[i] == "\t"):
+        i += 1
+    digits = i
+    while i < n and line[i].isdecimal():
+        i += 1
+    if i in (digits, n):
+        return 0
+    if line[i] == ":":
+        return i + 1
+    bar = i
+    while bar < n and (line[bar] == " " or line[bar] == "\t"):
+        bar += 1
+    if bar < n and (line[bar] == "|" or line[bar] == "│"):
+        return bar + 1
+    return i + 1 if line[i] == "\t" else 0
+
+
 # --------------------------------------------------------------------------------------------
 # Characters
+
+
+def _is_decimal(c: str) -> bool:
+    """Whether ``c`` is a decimal digit (``str.isdecimal``), asking Unicode only past ASCII."""
+    return "0" <= c <= "9" or (c >= "\x80" and c.isdecimal())
 
 
 def _is_digit(c: str) -> bool:
