@@ -151,40 +151,19 @@ _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓
 _WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═█▉▊▋▌▍▎▏░▒▓]{2,}")
 
 
-#: How many lines' masked forms each pattern remembers: outputs that come back (a test run
-#: again, a file viewed again, a log polled) repeat most of their lines.
-SEEN_LINES: Final = 4_096
-
-
 class Masker:
-    """A volatile-span pattern and the lines it has masked, by what they were."""
+    """A volatile-span pattern and the lines it has masked, by what they were (at most
+    ``_scan.SEEN_LINES``)."""
 
-    __slots__ = ("pattern", "rules", "seen")
+    __slots__ = ("pattern", "seen")
 
-    def __init__(self, pattern: re.Pattern[str], rules: bool | None = None) -> None:
+    def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
-        #: For the pattern of ASCII text (``_dispatched``): whether it holds the rules. The
-        #: compiled build finds its spans with ``_scan.spans`` instead of the pattern.
-        self.rules = rules
         self.seen: dict[str, str] = {}
 
     def sub(self, text: str) -> str:
         """``text`` with each volatile span the pattern finds masked."""
-        if self.rules is None or not _scan.COMPILED:
-            return self.pattern.sub(_mask, text)
-        found = _scan.spans(text, self.rules)
-        if not found:
-            return text
-        pieces = []
-        last = 0
-        for index in range(0, len(found), 2):
-            start = found[index]
-            end = found[index + 1]
-            pieces.append(text[last:start])
-            pieces.append(_masked(text, start, end))
-            last = end
-        pieces.append(text[last:])
-        return "".join(pieces)
+        return self.pattern.sub(_mask, text)
 
     def mask(self, lines: list[str], marked: list[int]) -> None:
         """Mask ``lines[index]`` for each index in ``marked``, in place. No mask spans a line
@@ -198,7 +177,7 @@ class Masker:
                 lines[index] = line
         if not unseen:
             return
-        if len(seen) + len(unseen) > SEEN_LINES:
+        if len(seen) + len(unseen) > _scan.SEEN_LINES:
             seen.clear()
         text = "\n".join(lines[index] for index in unseen)
         for index, line in zip(unseen, self.sub(text).split("\n"), strict=True):
@@ -234,13 +213,10 @@ def _dispatched(rules: bool) -> Masker:
                 for character, alternatives in rests.items()
             ),
             re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
-        ),
-        rules,
+        )
     )
 
 
-#: Below this length the scan is cheaper than the substring tests: every branch is tried.
-_SHORT: Final = 256
 _EVERY_BRANCH: Final = _volatile(tuple(range(len(_EXTRAS))), True)
 
 
@@ -251,8 +227,10 @@ def _pattern(text: str) -> Masker:
         # (in ASCII text, where a digit is 0-9): only the rules' decides anything here, since
         # ``=-=-`` is a rule that none of theirs finds.
         rule_needles = _EXTRAS[-1][0]
-        return _dispatched(len(text) < _SHORT or any(needle in text for needle in rule_needles))
-    if len(text) < _SHORT:
+        return _dispatched(
+            len(text) < _scan.SHORT or any(needle in text for needle in rule_needles)
+        )
+    if len(text) < _scan.SHORT:
         return _EVERY_BRANCH
     extras = tuple(
         index
@@ -312,16 +290,11 @@ def _masked(string: str, start: int, end: int) -> str:
 _LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"})
 
 
-#: From how many lines to mask an output line by line, remembering each (below it, looking
-#: lines up costs more than it saves).
-_REMEMBERED_FROM: Final = 8
-
-
 def _mask_text(text: str) -> str:
     """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
     if "tmp" in text or "/var/folders" in text:
         masker = _pattern(text)
-        if text.count("\n") + 1 < _REMEMBERED_FROM:
+        if text.count("\n") + 1 < _scan.REMEMBERED_FROM:
             return masker.sub(text)
         lines = text.split("\n")
         marked = list(range(len(lines)))
@@ -332,7 +305,7 @@ def _mask_text(text: str) -> str:
             return text
         chosen = text if len(marked) == len(lines) else "\n".join(lines[i] for i in marked)
         masker = _pattern(chosen)
-        if len(marked) < _REMEMBERED_FROM:
+        if len(marked) < _scan.REMEMBERED_FROM:
             masked = masker.sub(chosen)
             if chosen is text:
                 return masked
@@ -341,6 +314,15 @@ def _mask_text(text: str) -> str:
             return "\n".join(lines)
     masker.mask(lines, marked)
     return "\n".join(lines)
+
+
+def _masked_lines(lines: list[str]) -> list[str]:
+    """``lines`` masked as ``_mask_text`` masks them joined. Compiled, ASCII lines are masked
+    one by one with the scan (``_scan.masked_lines``)."""
+    text = "\n".join(lines)
+    if _scan.COMPILED and text.isascii():
+        return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text, _masked)
+    return _mask_text(text).split("\n")
 
 
 #: In arguments only ids and clocks are volatile: a number there is what the model asked for.
@@ -664,8 +646,7 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         truncated = True
     # Masked after sampling: only the lines compared are scanned. A line only remembered is
     # kept unmasked: at worst, a later line with an id or a clock in it looks new.
-    masked = _mask_text("\n".join(lines))
-    return list(dict.fromkeys(masked.split("\n"))), middle, truncated
+    return list(dict.fromkeys(_masked_lines(lines))), middle, truncated
 
 
 _DIGITS = re.compile(r"\d+")

@@ -15,6 +15,14 @@ cpdef str numbers_masked(str text)
 cpdef list folded_lines(str text, Index most)
 @cython.locals(line=str)
 cpdef tuple line_hashes(list lines)
+@cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict)
+cpdef list masked_lines(list lines, bint every, object mask)
+@cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
+cdef str _masked_line(str line, bint rules, dict seen, object mask)
+@cython.locals(c=Py_UCS4)
+cdef bint _has_digit(str line) noexcept
+@cython.locals(n=Index, i=Index, c=Py_UCS4)
+cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
 cdef Index _line_number_end(str line, Index n) noexcept
 

@@ -24,6 +24,7 @@ than the regular expressions and ``str`` methods, and ``_keys`` uses those inste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,7 +38,17 @@ else:
     except ImportError:
         from .. import _pure as cython
 
-__all__ = ["COMPILED", "folded_lines", "line_hashes", "numbers_masked", "spans"]
+__all__ = [
+    "COMPILED",
+    "REMEMBERED_FROM",
+    "SEEN_LINES",
+    "SHORT",
+    "folded_lines",
+    "line_hashes",
+    "masked_lines",
+    "numbers_masked",
+    "spans",
+]
 
 #: Whether this module runs compiled.
 COMPILED: bool = cython.compiled
@@ -122,6 +133,46 @@ def spans(text: str, rules: bool) -> list[int]:
     return found
 
 
+#: How many lines' masked forms are remembered (for each choice of the rules): outputs that
+#: come back (a test run again, a file viewed again, a log polled) repeat most of their lines.
+SEEN_LINES = 4_096
+#: From how many lines scanned in one text their masked forms are looked up and remembered
+#: (below it, looking lines up costs more than it saves).
+REMEMBERED_FROM = 8
+#: Below this length (of the lines scanned, joined) every text is scanned for rules too, and
+#: every branch is tried on a text that is not ASCII: the scan costs less than the substring
+#: tests that would choose the branches.
+SHORT = 256
+#: The lines masked before, by what they were: without the rules and with them.
+_SEEN: tuple[dict[str, str], dict[str, str]] = cython.declare(tuple, ({}, {}))
+
+
+def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], str]) -> list[str]:
+    """``lines`` (ASCII), each volatile span of each replaced by ``mask(line, start, end)``, as
+    ``_keys._mask_text`` masks them joined: every line if ``every`` (the text names a temp
+    path), else those with a digit; and the rules among the spans only if the lines scanned
+    come to under ``SHORT`` characters joined or one of them holds three of a rule's glyphs in
+    a row (``_keys._pattern``)."""
+    scanned = 0
+    size = -1
+    rules = False
+    for line in lines:
+        if every or _has_digit(line):
+            scanned += 1
+            size += len(line) + 1
+            rules = rules or _draws_rule(line)
+    if scanned == 0:
+        return lines
+    rules = rules or size < SHORT
+    seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
+    masked: list[str] = []
+    for line in lines:
+        if every or _has_digit(line):
+            line = _masked_line(line, rules, seen, mask)
+        masked.append(line)
+    return masked
+
+
 def numbers_masked(text: str) -> str:
     r"""``text`` with each run of decimal digits as ``#``: what ``re.sub(r"\d+", "#", text)``
     gives (``text`` itself if it holds none)."""
@@ -176,6 +227,58 @@ def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
     """For each of ``lines``: its hash, and the hash of it with each run of digits as ``#``
     (``\\d``: any decimal digit, not only ASCII)."""
     return tuple([(hash(line), hash(numbers_masked(line))) for line in lines])
+
+
+def _masked_line(
+    line: str, rules: bool, seen: dict[str, str] | None, mask: Callable[[str, int, int], str]
+) -> str:
+    """``line`` with its volatile spans masked, looked up in ``seen`` and remembered there."""
+    if seen is not None:
+        known = seen.get(line)
+        if known is not None:
+            return known
+    found = spans(line, rules)
+    masked = line
+    if found:
+        pieces: list[str] = []
+        last = 0
+        for index in range(0, len(found), 2):
+            start = found[index]
+            pieces.append(line[last:start])
+            pieces.append(mask(line, start, found[index + 1]))
+            last = found[index + 1]
+        pieces.append(line[last:])
+        masked = "".join(pieces)
+    if seen is not None:
+        if len(seen) >= SEEN_LINES:
+            seen.clear()
+        seen[line] = masked
+    return masked
+
+
+def _has_digit(line: str) -> bool:
+    # Compiled, a loop over a str reads its characters where they lie; any() of a generator
+    # would make one.
+    for c in line:  # noqa: SIM110
+        if "0" <= c <= "9":
+            return True
+    return False
+
+
+def _draws_rule(line: str) -> bool:
+    """Whether three of a rule's glyphs stand in a row in ``line``, all the same one."""
+    n = len(line)
+    i = 2
+    while i < n:
+        c = line[i]
+        if (
+            (c == "=" or c == "-" or c == "_" or c == "~" or c == "*" or c == "#")
+            and line[i - 1] == c
+            and line[i - 2] == c
+        ):
+            return True
+        i += 1
+    return False
 
 
 def _line_number_end(line: str, n: int) -> int:
