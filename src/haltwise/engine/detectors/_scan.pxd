@@ -9,9 +9,10 @@ ctypedef Py_ssize_t Index
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
                digits_end=Index, hex_end=Index, duration=Index, after=Index)
 cpdef list spans(str text, bint rules)
-@cython.locals(n=Index, i=Index, last=Index)
+@cython.locals(last=Index, run=bint, i=Index, c=Py_UCS4)
 cpdef str numbers_masked(str text)
-@cython.locals(raw=str, line=str, n=Index, start=Index, i=Index, c=Py_UCS4, folded=bint)
+@cython.locals(raw=str, line=str, n=Index, start=Index, i=Index, c=Py_UCS4, folded=bint,
+               spaced=bint)
 cpdef list folded_lines(str text, Index most)
 @cython.locals(line=str)
 cpdef tuple line_hashes(list lines)
@@ -21,7 +22,7 @@ cpdef list masked_lines(list lines, bint every, object mask)
 cdef str _masked_line(str line, bint rules, dict seen, object mask)
 @cython.locals(c=Py_UCS4)
 cdef bint _has_digit(str line) noexcept
-@cython.locals(n=Index, i=Index, c=Py_UCS4)
+@cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
 cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
 cdef Index _line_number_end(str line, Index n) noexcept

@@ -177,22 +177,23 @@ def numbers_masked(text: str) -> str:
     r"""``text`` with each run of decimal digits as ``#``: what ``re.sub(r"\d+", "#", text)``
     gives (``text`` itself if it holds none)."""
     pieces: list[str] = []
-    n = len(text)
-    last = 0
-    i = 0
-    while i < n:
-        if _is_decimal(text[i]):
-            pieces.append(text[last:i])
-            pieces.append("#")
-            i += 1
-            while i < n and _is_decimal(text[i]):
-                i += 1
+    last = 0  # where the text not copied yet starts
+    run = False  # whether the character before is a digit
+    # Compiled, a loop over a str's characters reads them where they lie, in order: a loop
+    # that indexed them would ask for each one's width.
+    for i, c in enumerate(text):
+        if _is_decimal(c):
+            if not run:
+                pieces.append(text[last:i])
+                pieces.append("#")
+                run = True
+        elif run:
             last = i
-        else:
-            i += 1
+            run = False
     if not pieces:
         return text
-    pieces.append(text[last:])
+    if not run:
+        pieces.append(text[last:])
     return "".join(pieces)
 
 
@@ -208,13 +209,18 @@ def folded_lines(text: str, most: int) -> list[str]:
         start = _line_number_end(raw, n)
         # Folded already: no white space but single spaces between words.
         folded = True
-        i = start
-        while i < n:
-            c = raw[i]
-            if c.isspace() and (c != " " or i == start or i == n - 1 or raw[i - 1] == " "):
-                folded = False
-                break
-            i += 1
+        spaced = True  # whether the character before is a space, or the line's start
+        for i, c in enumerate(raw):
+            if i >= start:
+                if not c.isspace():
+                    spaced = False
+                elif c != " " or spaced:
+                    folded = False
+                    break
+                else:
+                    spaced = True
+        if spaced and n > start:
+            folded = False  # it ends with a space
         line = (raw[start:] if start else raw) if folded else " ".join(raw[start:].split())
         if len(line) > most:
             line = line[:most]
@@ -267,17 +273,16 @@ def _has_digit(line: str) -> bool:
 
 def _draws_rule(line: str) -> bool:
     """Whether three of a rule's glyphs stand in a row in ``line``, all the same one."""
-    n = len(line)
-    i = 2
-    while i < n:
-        c = line[i]
-        if (
-            (c == "=" or c == "-" or c == "_" or c == "~" or c == "*" or c == "#")
-            and line[i - 1] == c
-            and line[i - 2] == c
-        ):
-            return True
-        i += 1
+    same = 0  # how many glyphs in a row are the same one, up to this character
+    last = "\x00"
+    for c in line:
+        if c == "=" or c == "-" or c == "_" or c == "~" or c == "*" or c == "#":
+            same = same + 1 if c == last else 1
+            if same == 3:
+                return True
+        else:
+            same = 0
+        last = c
     return False
 
 
