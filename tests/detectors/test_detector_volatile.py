@@ -21,11 +21,14 @@ from haltwise.engine.detectors import normalize_output, result_fingerprint, stuc
 from haltwise.engine.detectors._keys import (
     _ASCII_DIGIT,
     _EVERY_BRANCH,
+    _analyze_result,
     _dispatched,
     _mask,
     _mask_text,
     _masked,
     _pattern,
+    _sample,
+    _shorten,
 )
 from haltwise.engine.detectors._scan import masked_lines, spans
 
@@ -287,6 +290,13 @@ def test_ascii_lines_masked_by_the_scan_are_masked_as_at_once(lines: list[str]) 
     every = "tmp" in text or "/var/folders" in text
     for _ in range(2):
         assert "\n".join(masked_lines(lines, every, _masked)) == _masked_at_once(text)
+
+
+@given(st.lists(_PIECES | _NEIGHBOURS | _TEXT, max_size=60).map("".join))
+def test_a_results_preview_is_its_normalized_text_folded_and_cut(text: str) -> None:
+    # The preview joins the normalized lines with spaces: they are folded, masked or not.
+    lines, _, _ = _sample(text)
+    assert _analyze_result(text, False, None).preview == _shorten("\n".join(lines))
 
 
 @given(_TEXT)

@@ -578,9 +578,13 @@ def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
     if len(text) > 4 * limit:
         head = " ".join(text[: 4 * limit].split())
         if len(head) > limit:
-            return head[: limit - 1] + "…"
-    folded = " ".join(text.split())
-    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+            return _cut(head, limit)
+    return _cut(" ".join(text.split()), limit)
+
+
+def _cut(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis if it is longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
@@ -794,7 +798,9 @@ def _analyze_result(
         int.from_bytes(digest.digest(), "big"),
         compared,
         error,
-        _shorten(normalized),
+        # Its lines are folded already, and masking left them so: joined by spaces, they are
+        # the text folded.
+        _cut(normalized[: PREVIEW_CHARS + 1].replace("\n", " ")),
         echo_only,
         compared + _line_hashes(middle) if middle else None,
     )
