@@ -6,6 +6,11 @@ cimport cython
 
 from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo
 
+# The memos written at every tool result are C variables, not the module's attributes: writing
+# one of those would change the module's dictionary, and every global name read after it would
+# be looked up there again instead of in Cython's cache.
+cdef object _judged, _noted
+
 cdef class Recent:
     cdef public Py_ssize_t size
     cdef object _items

@@ -13,3 +13,8 @@ cdef class ResultInfo:
     cdef readonly frozenset exact, masked
     cdef readonly str preview
     cdef readonly bint echo_only
+
+# The one-entry memos of the last call's and result's analyses: C variables, written without
+# changing the module's dictionary (which would send every global name read after it to be
+# looked up there again).
+cdef object _last_call, _last_result
