@@ -462,9 +462,10 @@ def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
         if not isinstance(key, str) or key.lower() in ignored:
             return False
         if isinstance(value, str):
-            if _may_be_volatile(value):
-                return False
             if value[:1].isspace() or value[-1:].isspace():
+                return False
+            # A command line has dashes and digits, but seldom a uuid or a timestamp.
+            if _may_be_volatile(value) and _ARGUMENT_VOLATILE.search(value):
                 return False
         elif value is not None and not isinstance(value, bool | int | float):
             return False
