@@ -704,8 +704,9 @@ def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
         text = value.strip()
         if 3 <= len(text) <= 200 and not isinstance(arguments, str):
             found[text] = None
-        for double, single in _QUOTED.findall(text[:4096]):
-            found[(double or single).strip()] = None
+        if '"' in text or "'" in text:
+            for double, single in _QUOTED.findall(text[:4096]):
+                found[(double or single).strip()] = None
         if text.startswith(_ECHO_COMMANDS) and "\n" not in text:
             printed = text.split(" ", 1)[1].strip().strip("\"'")
             if len(printed) >= 3:
