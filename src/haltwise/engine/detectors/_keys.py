@@ -358,15 +358,21 @@ _ERROR_PHRASES: Final = (
 
 def _last_exception_name(text: str) -> str | None:
     """The exception class that the last line of ``text`` to start with one starts with. A name
-    is on one line, and a line can hold one only if it names one of the kinds: each line is
-    matched at its start, from the last, and only if it does."""
+    is on one line, and a line can start with one only if its first word names one of the
+    kinds: each line is matched at its start, from the last, and only if it does."""
     for line in reversed(text.split("\n")):
-        if "Error" in line or "Exception" in line or "Exit" in line or "Interrupt" in line:
+        # A name is all word characters and dots from the line's start: before its first space.
+        if _names_kind(line) and _names_kind(line.partition(" ")[0]):
             found = _EXCEPTION.match(line)
             if found:
                 name: str = found.group(1)
                 return name
     return None
+
+
+def _names_kind(text: str) -> bool:
+    """Whether ``text`` holds a word that the name of an exception ends with."""
+    return "Error" in text or "Exception" in text or "Exit" in text or "Interrupt" in text
 
 
 def normalize_output(text: str) -> str:

@@ -89,15 +89,18 @@ def spans(text: str, rules: bool) -> list[int]:
             if i >= hex_end:
                 hex_end = _hex_run(text, n, i)
             end = _from_digit(text, n, i, hex_end, duration, after)
+        # A uuid and a hex id go on with a hex digit: most letters are followed by none.
         elif "a" <= c <= "f":
-            end = _uuid(text, n, i)
-            if end < 0:
-                if i >= hex_end:
-                    hex_end = _hex_run(text, n, i)
-                if hex_end - i >= 7:
-                    end = _hex_id(text, n, i, hex_end)
+            if _is_hex(_next(text, n, i)):
+                end = _uuid(text, n, i)
+                if end < 0:
+                    if i >= hex_end:
+                        hex_end = _hex_run(text, n, i)
+                    if hex_end - i >= 7:
+                        end = _hex_id(text, n, i, hex_end)
         elif "A" <= c <= "F":
-            end = _uuid(text, n, i)
+            if _is_hex(_next(text, n, i)):
+                end = _uuid(text, n, i)
         # The branches below start with a word or a path: each is tried only where its second
         # character stands too, since the letters that start them mostly start other words.
         elif c == "p" or c == "P":
