@@ -29,6 +29,7 @@ __all__ = [
     "Decision",
     "Stop",
     "Warn",
+    "joined",
 ]
 
 
@@ -59,6 +60,11 @@ class Warn:
     limit: str = ""
     #: As for ``Continue``: the ``max_tokens`` to send a ``ModelRequest`` with, when lowered.
     max_tokens: int | None = None
+
+
+def joined(first: Warn, second: Warn) -> Warn:
+    """Two notes given at one event, as one: both messages, both limits."""
+    return Warn(f"{first.message} {second.message}", f"{first.limit} | {second.limit}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,12 @@ cdef class Dispatch:
     cdef readonly object worst_units, unit_price
     cdef readonly dict flat
 
+    # The checks before and after an event, with the slot each reads typed.
+    @cython.locals(slot=Slot)
+    cpdef object pre(self, tuple checks, object event)
+    @cython.locals(slot=Slot)
+    cpdef object post(self, tuple checks, object event)
+
     # The LLM-call handlers, their locals typed: each attribute they read is a struct member.
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
                    kind=int, refused=bint, wanted=cython.longlong, asked=cython.longlong,

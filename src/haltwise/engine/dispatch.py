@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .decisions import CONTINUE, Decision
+from .decisions import CONTINUE, Block, Decision, Warn, joined
 from .events import ModelRequest, ModelResponse
 from .pricing import units
 from .state import MAX_IN_FLIGHT, InFlight, Slot, Tally
@@ -118,7 +118,7 @@ class Dispatch:
         #: True while nothing but the limits can change the next decision (the fast path).
         self.plain = plain
         #: A note a limit gave before the event spent, returned once the event is admitted
-        #: (``Governor._pre``).
+        #: (``pre``).
         self.early: Any = None
         #: The fast path's handlers by event type (``use``), and whether those of an LLM
         #: call's two events are this dispatch's own (called without a lookup).
@@ -176,6 +176,60 @@ class Dispatch:
             return self.governor._handle_slowly(event)
         finally:
             release()
+
+    def pre(self, checks: tuple[Any, ...], event: Any) -> Decision | None:
+        """What the governor's ``checks`` (``(limit, slot, ctx)`` each) say before ``event``
+        spends: None when each admits it, a note some gave kept for the event's decision
+        (``early``); else the decision of the first to refuse it, or to trip
+        (``Governor._trip``)."""
+        governor = self.governor
+        if governor._checked:
+            return None
+        bypass = governor._bypass
+        for limit, slot, ctx in checks:
+            if limit is bypass:
+                continue
+            verdict = limit.pre(event, slot, ctx)
+            if verdict is None:
+                continue
+            if type(verdict) is Warn:
+                # A note before the event spends: the event is still admitted.
+                early = self.early
+                self.early = verdict if early is None else joined(early, verdict)
+                continue
+            if type(verdict) is Block:
+                self.early = None
+                return verdict
+            decision = governor._trip(limit, slot, event, str(verdict), before=True, ctx=ctx)
+            if decision is not None:
+                self.early = None
+                return decision
+        return None
+
+    def post(self, checks: tuple[Any, ...], event: Any) -> Decision:
+        """The decision for ``event`` once counted, from what the governor's ``checks`` say
+        after it: the first to trip decides; the notes of the others, and the one kept before
+        it spent, are joined."""
+        warn = self.early
+        self.early = None
+        for limit, slot, ctx in checks:
+            verdict = limit.post(event, slot, ctx)
+            if verdict is None:
+                pass
+            elif type(verdict) is str:
+                decision = self.governor._trip(limit, slot, event, verdict, before=False, ctx=ctx)
+                if decision is not None:
+                    return decision
+            elif type(verdict) is Warn:
+                warn = verdict if warn is None else joined(warn, verdict)
+            elif type(verdict) is Block:
+                note = Warn(verdict.reason, verdict.limit)
+                warn = note if warn is None else joined(warn, note)
+            if slot is not None and limit.warn_at is not None and not slot.warned:
+                soft = self.governor._soft_warning(limit, slot, ctx)
+                if soft is not None:
+                    warn = soft if warn is None else joined(warn, soft)
+        return CONTINUE if warn is None else warn
 
     def use(self, hot: dict[type, Any]) -> None:
         """Hand each event type to ``hot[type]`` on the fast path (none: the general path)."""

@@ -33,7 +33,18 @@ from dataclasses import replace
 from typing import Any
 
 from .budgets import Refused, SharedBudgets
-from .decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
+from .decisions import (
+    CONTINUE,
+    Answer,
+    Ask,
+    Block,
+    Choice,
+    Continue,
+    Decision,
+    Stop,
+    Warn,
+    joined,
+)
 from .dispatch import Dispatch
 from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
@@ -190,6 +201,9 @@ class Governor:
         #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
         self._dispatch = Dispatch(self, threading.RLock(), clock, plain=parent is None)
         self.handle = self._dispatch.handle
+        #: The checks before and after an event (``Dispatch.pre``, ``Dispatch.post``).
+        self._pre = self._dispatch.pre
+        self._post = self._dispatch.post
         #: The last worst-case price computed (model, prompt, max_tokens, units): a request is
         #: priced by the cost limit's check and again when it is counted.
         self._quote: tuple[str, int, int, int] = ("", -1, -1, 0)
@@ -1000,53 +1014,14 @@ class Governor:
         decision = self._pre(pre, event)
         return decision if decision is not None else self._post(post, event)
 
-    def _pre(self, checks: tuple[_Check, ...], event: Event) -> Decision | None:
-        if self._checked:
+    def _soft_warning(self, limit: Limit, slot: Slot, ctx: Context) -> Warn | None:
+        """The note of a limit whose soft threshold (``warn_at``) the run has just crossed,
+        once (``Dispatch.post``)."""
+        text = limit.warning(slot, ctx)
+        if text is None:
             return None
-        bypass = self._bypass
-        dispatch = self._dispatch
-        for limit, slot, ctx in checks:
-            if limit is bypass:
-                continue
-            verdict = limit.pre(event, slot, ctx)
-            if verdict is None:
-                continue
-            if type(verdict) is Warn:
-                # A note before the event spends: the event is still admitted.
-                early = dispatch.early
-                dispatch.early = verdict if early is None else _join(early, verdict)
-                continue
-            if type(verdict) is Block:
-                dispatch.early = None
-                return verdict
-            decision = self._trip(limit, slot, event, str(verdict), before=True, ctx=ctx)
-            if decision is not None:
-                dispatch.early = None
-                return decision
-        return None
-
-    def _post(self, checks: tuple[_Check, ...], event: Event) -> Decision:
-        warn, self._dispatch.early = self._dispatch.early, None
-        for limit, slot, ctx in checks:
-            verdict = limit.post(event, slot, ctx)
-            if verdict is None:
-                pass
-            elif type(verdict) is str:
-                decision = self._trip(limit, slot, event, verdict, before=False, ctx=ctx)
-                if decision is not None:
-                    return decision
-            elif type(verdict) is Warn:
-                warn = verdict if warn is None else _join(warn, verdict)
-            elif type(verdict) is Block:
-                note = Warn(verdict.reason, verdict.limit)
-                warn = note if warn is None else _join(warn, note)
-            if slot is not None and limit.warn_at is not None and not slot.warned:
-                text = limit.warning(slot, ctx)
-                if text is not None:
-                    slot.warned = True
-                    note = Warn(_in_phase(text, ctx), repr(limit))
-                    warn = note if warn is None else _join(warn, note)
-        return CONTINUE if warn is None else warn
+        slot.warned = True
+        return Warn(_in_phase(text, ctx), repr(limit))
 
     def _trip(
         self,
@@ -1362,10 +1337,6 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-def _join(first: Warn, second: Warn) -> Warn:
-    return Warn(f"{first.message} {second.message}", f"{first.limit} | {second.limit}")
-
-
 def _merge(first: Decision, second: Decision) -> Decision:
     """A parent's decision and then a child's own, for the same event."""
     if isinstance(second, Continue) and second.max_tokens is None:
@@ -1378,7 +1349,7 @@ def _merge(first: Decision, second: Decision) -> Decision:
             (n for n in (first.max_tokens, second.max_tokens) if n is not None), default=None
         )
         if isinstance(first, Warn) and isinstance(second, Warn):
-            return replace(_join(first, second), max_tokens=lowest)
+            return replace(joined(first, second), max_tokens=lowest)
         note = first if isinstance(first, Warn) else second
         return _lowered(note, lowest)
     return second
