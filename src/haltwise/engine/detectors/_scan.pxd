@@ -3,11 +3,26 @@
 # a position) is how one that fails would say so, and a test that cannot fail says nothing.
 
 cimport cython
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
 ctypedef Py_ssize_t Index
 
+# A str's characters where they lie: the bytes each takes (1, 2 or 4) and where they start. The
+# scans read a text's characters through it, each with one switch on the kind, not with the
+# tests of the str that indexing it repeats for every character. It does not hold the str: each
+# is made from a str its caller holds.
+cdef struct Text:
+    int kind
+    void* data
+
+cdef inline Text _view(str text) noexcept:
+    return Text(PyUnicode_KIND(text), PyUnicode_DATA(text))
+
+cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
+    return PyUnicode_READ(text.kind, text.data, i)
+
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
-               digits_end=Index, hex_end=Index, duration=Index, after=Index)
+               digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
 @cython.locals(last=Index, run=bint, i=Index, c=Py_UCS4)
 cpdef str numbers_masked(str text)
@@ -25,7 +40,7 @@ cdef bint _has_digit(str line) noexcept
 @cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
 cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
-cdef Index _line_number_end(str line, Index n) noexcept
+cdef Index _line_number_end(Text line, Index n) noexcept
 
 cdef bint _is_decimal(Py_UCS4 c) noexcept
 
@@ -33,46 +48,46 @@ cdef bint _is_digit(Py_UCS4 c) noexcept
 cdef bint _is_hex(Py_UCS4 c) noexcept
 cdef bint _is_word(Py_UCS4 c) noexcept
 cdef bint _is_space(Py_UCS4 c) noexcept
-cdef Py_UCS4 _next(str text, Index n, Index i) noexcept
-cdef bint _boundary(str text, Index n, Index i) noexcept
-cdef Index _digits(str text, Index n, Index i) noexcept
+cdef Py_UCS4 _next(Text text, Index n, Index i) noexcept
+cdef bint _boundary(Text text, Index n, Index i) noexcept
+cdef Index _digits(Text text, Index n, Index i) noexcept
 @cython.locals(end=Index)
-cdef bint _count(str text, Index n, Index i, Index many, bint hex_digits) noexcept
+cdef bint _count(Text text, Index n, Index i, Index many, bint hex_digits) noexcept
 @cython.locals(size=Index, k=Index)
-cdef bint _at(str text, Index n, Index i, str word) noexcept
-cdef Index _fraction(str text, Index n, Index i, bint comma) noexcept
+cdef bint _at(Text text, Index n, Index i, str word) noexcept
+cdef Index _fraction(Text text, Index n, Index i, bint comma) noexcept
 
 @cython.locals(end=Index, c=Py_UCS4)
-cdef Index _from_digit(str text, Index n, Index i, Index hex_end, Index duration,
+cdef Index _from_digit(Text text, Index n, Index i, Index hex_end, Index duration,
                        Index after) except -2
 @cython.locals(end=Index)
-cdef Index _after_run(str text, Index n, Index run) except -2
-cdef Index _uuid(str text, Index n, Index i) except -2
+cdef Index _after_run(Text text, Index n, Index run) except -2
+cdef Index _uuid(Text text, Index n, Index i) except -2
 @cython.locals(end=Index, zone=Index)
-cdef Index _date(str text, Index n, Index i) except -2
+cdef Index _date(Text text, Index n, Index i) except -2
 @cython.locals(colon=Index)
-cdef Index _clock(str text, Index n, Index i) except -2
+cdef Index _clock(Text text, Index n, Index i) except -2
 @cython.locals(i=Index, end=Index)
-cdef Index _duration(str text, Index n, Index run) except -2
+cdef Index _duration(Text text, Index n, Index run) except -2
 @cython.locals(c=Py_UCS4)
-cdef bint _is_unit(str text, Index n, Index i, Index size) noexcept
-cdef Index _hex_run(str text, Index n, Index i) noexcept
-cdef Index _hex_id(str text, Index n, Index i, Index end) except -2
+cdef bint _is_unit(Text text, Index n, Index i, Index size) noexcept
+cdef Index _hex_run(Text text, Index n, Index i) noexcept
+cdef Index _hex_id(Text text, Index n, Index i, Index end) except -2
 @cython.locals(left=Index)
-cdef Index _progress(str text, Index n, Index run) except -2
+cdef Index _progress(Text text, Index n, Index run) except -2
 @cython.locals(i=Index)
-cdef Index _rate(str text, Index n, Index run) except -2
+cdef Index _rate(Text text, Index n, Index run) except -2
 @cython.locals(i=Index)
-cdef Index _minutes(str text, Index n, Index run) except -2
+cdef Index _minutes(Text text, Index n, Index run) except -2
 @cython.locals(start=Index, end=Index)
-cdef Index _port(str text, Index n, Index i, str host) except -2
+cdef Index _port(Text text, Index n, Index i, str host) except -2
 @cython.locals(c=Py_UCS4, word=Index, start=Index, end=Index, last=Index)
-cdef Index _numbered(str text, Index n, Index i) except -2
+cdef Index _numbered(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
-cdef Index _temp_name(str text, Index n, Index i) except -2
+cdef Index _temp_name(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
-cdef Index _shell_line(str text, Index n, Index i) except -2
+cdef Index _shell_line(Text text, Index n, Index i) except -2
 @cython.locals(start=Index, end=Index)
-cdef Index _temp_path(str text, Index n, Index i) except -2
+cdef Index _temp_path(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
-cdef Index _rule(str text, Index n, Index i) except -2
+cdef Index _rule(Text text, Index n, Index i) except -2

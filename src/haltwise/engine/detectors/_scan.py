@@ -15,9 +15,10 @@ line number, its white space folded), ``numbers_masked`` and ``line_hashes``. Ea
 regular expression and a few ``str`` methods per line do in ``_keys``, which the tests compare
 it with, without making a Python object of what it only looks at.
 
-Compiled (``_scan.pxd`` types every index and character as a C integer, and every index is
-checked against the text's length before it is read, so Cython checks none again), these scans
-are what ``_keys`` reads text with; interpreted, a loop over characters in Python costs more
+Compiled (``_scan.pxd`` types every index and character as a C integer, a character is read
+straight from where its str keeps it (``_view``, ``_char``), and every index is checked against
+the text's length before it is read, so nothing checks it again), these scans are what
+``_keys`` reads text with; interpreted, a loop over characters in Python costs more
 than the regular expressions and ``str`` methods, and ``_keys`` uses those instead
 (``COMPILED``).
 """
@@ -67,6 +68,7 @@ def spans(text: str, rules: bool) -> list[int]:
     drawn with ``=_~*#-`` among them only if ``rules``."""
     found: list[int] = []
     n = len(text)
+    chars = _view(text)
     # The ends of the run of digits and of lowercase hex digits that hold ``i``, and what the
     # branches that read on from the run's end find there: each is read once per run, not
     # again from each of its positions (a long run that matches nothing would make the scan
@@ -75,7 +77,7 @@ def spans(text: str, rules: bool) -> list[int]:
     duration = after = -1
     i = 0
     while i < n:
-        c = text[i]
+        c = _char(chars, i)
         code = ord(c)
         if code >= 128 or not _STARTS[code]:
             i += 1  # most characters start no branch
@@ -83,50 +85,50 @@ def spans(text: str, rules: bool) -> list[int]:
         end = -1
         if "0" <= c <= "9":
             if i >= digits_end:
-                digits_end = _digits(text, n, i)
-                duration = _duration(text, n, digits_end)
-                after = _after_run(text, n, digits_end)
+                digits_end = _digits(chars, n, i)
+                duration = _duration(chars, n, digits_end)
+                after = _after_run(chars, n, digits_end)
             if i >= hex_end:
-                hex_end = _hex_run(text, n, i)
-            end = _from_digit(text, n, i, hex_end, duration, after)
+                hex_end = _hex_run(chars, n, i)
+            end = _from_digit(chars, n, i, hex_end, duration, after)
         # A uuid and a hex id go on with a hex digit: most letters are followed by none.
         elif "a" <= c <= "f":
-            if _is_hex(_next(text, n, i)):
-                end = _uuid(text, n, i)
+            if _is_hex(_next(chars, n, i)):
+                end = _uuid(chars, n, i)
                 if end < 0:
                     if i >= hex_end:
-                        hex_end = _hex_run(text, n, i)
+                        hex_end = _hex_run(chars, n, i)
                     if hex_end - i >= 7:
-                        end = _hex_id(text, n, i, hex_end)
+                        end = _hex_id(chars, n, i, hex_end)
         elif "A" <= c <= "F":
-            if _is_hex(_next(text, n, i)):
-                end = _uuid(text, n, i)
+            if _is_hex(_next(chars, n, i)):
+                end = _uuid(chars, n, i)
         # The branches below start with a word or a path: each is tried only where its second
         # character stands too, since the letters that start them mostly start other words.
         elif c == "p" or c == "P":
-            if _next(text, n, i) in "iroIO":
-                end = _numbered(text, n, i)
+            if _next(chars, n, i) in "iroIO":
+                end = _numbered(chars, n, i)
         elif c == "t" or c == "T":
-            second = _next(text, n, i)
+            second = _next(chars, n, i)
             if second == "h":
-                end = _numbered(text, n, i)
+                end = _numbered(chars, n, i)
             elif second == "m" and c == "t":
-                end = _temp_name(text, n, i)
+                end = _temp_name(chars, n, i)
         elif c == "l":
-            if _next(text, n, i) == "o":
-                end = _port(text, n, i, "localhost:")
+            if _next(chars, n, i) == "o":
+                end = _port(chars, n, i, "localhost:")
         elif c == "[":
-            end = _port(text, n, i, "[::1]:")
+            end = _port(chars, n, i, "[::1]:")
             if end < 0:
-                end = _port(text, n, i, "[::]:")
+                end = _port(chars, n, i, "[::]:")
         elif c == "s":
-            if _next(text, n, i) == "h":
-                end = _shell_line(text, n, i)
+            if _next(chars, n, i) == "h":
+                end = _shell_line(chars, n, i)
         elif c == "/":
-            if _next(text, n, i) in "tvp":
-                end = _temp_path(text, n, i)
+            if _next(chars, n, i) in "tvp":
+                end = _temp_path(chars, n, i)
         elif rules and (c == "=" or c == "_" or c == "~" or c == "*" or c == "#" or c == "-"):
-            end = _rule(text, n, i)
+            end = _rule(chars, n, i)
         if end > i:
             found.append(i)
             found.append(end)
@@ -209,7 +211,7 @@ def folded_lines(text: str, most: int) -> list[str]:
     distinct: dict[str, None] = {}
     for raw in text.split("\n"):
         n = len(raw)
-        start = _line_number_end(raw, n)
+        start = _line_number_end(_view(raw), n)
         # Folded already: no white space but single spaces between words.
         folded = True
         spaced = True  # whether the character before is a space, or the line's start
@@ -293,25 +295,37 @@ def _line_number_end(line: str, n: int) -> int:
     r"""The end of the line number ``line`` starts with, as a file viewer prints it (``12:``,
     ``  12 |``, ``12\t``: ``[ \t]*\d+(?::|[ \t]*[|│]|\t)``), or 0 if it starts with none."""
     i = 0
-    while i < n and (line[i] == " " or line[i] == "\t"):
+    while i < n and (_char(line, i) == " " or _char(line, i) == "\t"):
         i += 1
     digits = i
-    while i < n and line[i].isdecimal():
+    while i < n and _char(line, i).isdecimal():
         i += 1
     if i in (digits, n):
         return 0
-    if line[i] == ":":
+    if _char(line, i) == ":":
         return i + 1
     bar = i
-    while bar < n and (line[bar] == " " or line[bar] == "\t"):
+    while bar < n and (_char(line, bar) == " " or _char(line, bar) == "\t"):
         bar += 1
-    if bar < n and (line[bar] == "|" or line[bar] == "│"):
+    if bar < n and (_char(line, bar) == "|" or _char(line, bar) == "│"):
         return bar + 1
-    return i + 1 if line[i] == "\t" else 0
+    return i + 1 if _char(line, i) == "\t" else 0
 
 
 # --------------------------------------------------------------------------------------------
 # Characters
+
+if not cython.compiled:
+    # Compiled, ``_scan.pxd`` defines these in C: a str's kind (the bytes each character
+    # takes) and data, read once, and each character read from them, with no test of the str.
+
+    def _view(text: str) -> str:
+        """What ``_char`` reads ``text``'s characters from."""
+        return text
+
+    def _char(text: str, i: int) -> str:
+        """The character at ``i`` of what ``_view`` gave."""
+        return text[i]
 
 
 def _is_decimal(c: str) -> bool:
@@ -333,17 +347,17 @@ def _is_word(c: str) -> bool:
 
 def _next(text: str, n: int, i: int) -> str:
     """The character after ``i``, or NUL at the end."""
-    return text[i + 1] if i + 1 < n else "\x00"
+    return _char(text, i + 1) if i + 1 < n else "\x00"
 
 
 def _boundary(text: str, n: int, i: int) -> bool:
     r"""Whether a word that ends before ``i`` ends there (``\b`` after a word character)."""
-    return i >= n or not _is_word(text[i])
+    return i >= n or not _is_word(_char(text, i))
 
 
 def _digits(text: str, n: int, i: int) -> int:
     """The end of the run of digits from ``i`` (``i`` itself if none)."""
-    while i < n and "0" <= text[i] <= "9":
+    while i < n and "0" <= _char(text, i) <= "9":
         i += 1
     return i
 
@@ -354,7 +368,7 @@ def _count(text: str, n: int, i: int, many: int, hex_digits: bool) -> bool:
         return False
     end = i + many
     while i < end:
-        if not (_is_hex(text[i]) if hex_digits else _is_digit(text[i])):
+        if not (_is_hex(_char(text, i)) if hex_digits else _is_digit(_char(text, i))):
             return False
         i += 1
     return True
@@ -368,7 +382,7 @@ def _at(text: str, n: int, i: int, word: str) -> bool:
         return False
     k = 0
     while k < size:
-        if text[i + k] != word[k]:
+        if _char(text, i + k) != word[k]:
             return False
         k += 1
     return True
@@ -377,7 +391,11 @@ def _at(text: str, n: int, i: int, word: str) -> bool:
 def _fraction(text: str, n: int, i: int, comma: bool) -> int:
     r"""The end of ``\.\d+`` (``[.,]\d+`` with ``comma``) at ``i``, or ``i`` if there is
     none."""
-    if i + 1 < n and (text[i] == "." or (comma and text[i] == ",")) and _is_digit(text[i + 1]):
+    if (
+        i + 1 < n
+        and (_char(text, i) == "." or (comma and _char(text, i) == ","))
+        and _is_digit(_char(text, i + 1))
+    ):
         return _digits(text, n, i + 1)
     return i
 
@@ -395,10 +413,16 @@ def _from_digit(text: str, n: int, i: int, hex_end: int, duration: int, after: i
         end = _date(text, n, i)
     if end < 0:
         end = _clock(text, n, i)
-    c = text[i]
-    if end < 0 and c == "0" and i + 2 < n and text[i + 1] == "x" and _is_hex(text[i + 2]):
+    c = _char(text, i)
+    if (
+        end < 0
+        and c == "0"
+        and i + 2 < n
+        and _char(text, i + 1) == "x"
+        and _is_hex(_char(text, i + 2))
+    ):
         end = i + 3
-        while end < n and _is_hex(text[end]):
+        while end < n and _is_hex(_char(text, end)):
             end += 1
     if end < 0:
         end = duration
@@ -429,10 +453,10 @@ def _uuid(text: str, n: int, i: int) -> int:
         return -1
     # The dashes first: a hex letter starts most words, and a word is rarely followed by one.
     if not (
-        text[i + 8] == "-"
-        and text[i + 13] == "-"
-        and text[i + 18] == "-"
-        and text[i + 23] == "-"
+        _char(text, i + 8) == "-"
+        and _char(text, i + 13) == "-"
+        and _char(text, i + 18) == "-"
+        and _char(text, i + 23) == "-"
         and _count(text, n, i, 8, True)
         and _count(text, n, i + 9, 4, True)
         and _count(text, n, i + 14, 4, True)
@@ -447,8 +471,8 @@ def _date(text: str, n: int, i: int) -> int:
     r"""``\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?``"""
     if not (
         i + 10 <= n
-        and text[i + 4] == "-"
-        and text[i + 7] == "-"
+        and _char(text, i + 4) == "-"
+        and _char(text, i + 7) == "-"
         and _count(text, n, i, 4, False)
         and _count(text, n, i + 5, 2, False)
         and _count(text, n, i + 8, 2, False)
@@ -458,24 +482,24 @@ def _date(text: str, n: int, i: int) -> int:
     # The time of day, all of it optional: each part is taken when it is there in full.
     if not (
         end + 6 <= n
-        and (text[end] == "T" or text[end] == " ")
+        and (_char(text, end) == "T" or _char(text, end) == " ")
         and _count(text, n, end + 1, 2, False)
-        and text[end + 3] == ":"
+        and _char(text, end + 3) == ":"
         and _count(text, n, end + 4, 2, False)
     ):
         return end
     end += 6
-    if end + 3 <= n and text[end] == ":" and _count(text, n, end + 1, 2, False):
+    if end + 3 <= n and _char(text, end) == ":" and _count(text, n, end + 1, 2, False):
         end = _fraction(text, n, end + 3, True)
-    if end < n and text[end] == "Z":
+    if end < n and _char(text, end) == "Z":
         return end + 1
     if (
         end + 3 <= n
-        and (text[end] == "+" or text[end] == "-")
+        and (_char(text, end) == "+" or _char(text, end) == "-")
         and _count(text, n, end + 1, 2, False)
     ):
         zone = end + 3
-        if zone + 3 <= n and text[zone] == ":" and _count(text, n, zone + 1, 2, False):
+        if zone + 3 <= n and _char(text, zone) == ":" and _count(text, n, zone + 1, 2, False):
             return zone + 3
         if _count(text, n, zone, 2, False):
             return zone + 2
@@ -484,12 +508,12 @@ def _date(text: str, n: int, i: int) -> int:
 
 def _clock(text: str, n: int, i: int) -> int:
     r"""``\d\d?:\d\d:\d\d(?:[.,]\d+)?``"""
-    colon = i + 2 if i + 1 < n and _is_digit(text[i + 1]) else i + 1
+    colon = i + 2 if i + 1 < n and _is_digit(_char(text, i + 1)) else i + 1
     if not (
         colon + 6 <= n
-        and text[colon] == ":"
+        and _char(text, colon) == ":"
         and _count(text, n, colon + 1, 2, False)
-        and text[colon + 3] == ":"
+        and _char(text, colon + 3) == ":"
         and _count(text, n, colon + 4, 2, False)
     ):
         return -1
@@ -500,11 +524,11 @@ def _duration(text: str, n: int, run: int) -> int:
     r"""``\d+(?:\.\d+)?[ \t]?UNIT\b`` after the run of digits ending at ``run``: the unit is
     a whole word, so it is the word that stands there."""
     i = _fraction(text, n, run, False)
-    if i < n and (text[i] == " " or text[i] == "\t"):
+    if i < n and (_char(text, i) == " " or _char(text, i) == "\t"):
         i += 1
     end = i
     # No unit is longer than 7 letters: a longer word is none, however long it is.
-    while end < n and end - i <= 7 and _is_word(text[end]):
+    while end < n and end - i <= 7 and _is_word(_char(text, end)):
         end += 1
     return end if end > i and _is_unit(text, n, i, end - i) else -1
 
@@ -513,7 +537,7 @@ def _is_unit(text: str, n: int, i: int, size: int) -> bool:
     """Whether the ``size`` characters at ``i`` are a unit of time: ``ms``, ``us``, ``ns``,
     ``s``, ``sec``, ``secs``, ``second(s)``, ``min(s)``, ``minute(s)``, ``h``, ``hr(s)``,
     ``hour(s)`` (``µs`` is not ASCII)."""
-    c = text[i]
+    c = _char(text, i)
     if c == "s":
         return (
             size == 1
@@ -524,18 +548,18 @@ def _is_unit(text: str, n: int, i: int, size: int) -> bool:
         )
     if c == "m":
         return (
-            (size == 2 and text[i + 1] == "s")
+            (size == 2 and _char(text, i + 1) == "s")
             or (size == 3 and _at(text, n, i, "min"))
             or (size == 4 and _at(text, n, i, "mins"))
             or (size == 6 and _at(text, n, i, "minute"))
             or (size == 7 and _at(text, n, i, "minutes"))
         )
     if c == "u" or c == "n":
-        return size == 2 and text[i + 1] == "s"
+        return size == 2 and _char(text, i + 1) == "s"
     if c == "h":
         return (
             size == 1
-            or (size == 2 and text[i + 1] == "r")
+            or (size == 2 and _char(text, i + 1) == "r")
             or (size == 3 and _at(text, n, i, "hrs"))
             or (size == 4 and _at(text, n, i, "hour"))
             or (size == 5 and _at(text, n, i, "hours"))
@@ -545,7 +569,7 @@ def _is_unit(text: str, n: int, i: int, size: int) -> bool:
 
 def _hex_run(text: str, n: int, i: int) -> int:
     """The end of the run of lowercase hex digits from ``i``."""
-    while i < n and ("0" <= text[i] <= "9" or "a" <= text[i] <= "f"):
+    while i < n and ("0" <= _char(text, i) <= "9" or "a" <= _char(text, i) <= "f"):
         i += 1
     return i
 
@@ -561,16 +585,16 @@ def _progress(text: str, n: int, run: int) -> int:
     r"""``\d+:\d\d<\d+:\d\d`` (a progress bar's elapsed and remaining time)."""
     if not (
         run + 4 <= n
-        and text[run] == ":"
+        and _char(text, run) == ":"
         and _count(text, n, run + 1, 2, False)
-        and text[run + 3] == "<"
+        and _char(text, run + 3) == "<"
     ):
         return -1
     left = _digits(text, n, run + 4)
     if (
         left > run + 4
         and left + 3 <= n
-        and text[left] == ":"
+        and _char(text, left) == ":"
         and _count(text, n, left + 1, 2, False)
     ):
         return left + 3
@@ -580,16 +604,21 @@ def _progress(text: str, n: int, run: int) -> int:
 def _rate(text: str, n: int, run: int) -> int:
     r"""``\d+(?:\.\d+)?[ \t]?(?:it|[kKMG]?i?B)/s\b``"""
     i = _fraction(text, n, run, False)
-    if i < n and (text[i] == " " or text[i] == "\t"):
+    if i < n and (_char(text, i) == " " or _char(text, i) == "\t"):
         i += 1
     if _at(text, n, i, "it"):
         i += 2
     else:
-        if i < n and (text[i] == "k" or text[i] == "K" or text[i] == "M" or text[i] == "G"):
+        if i < n and (
+            _char(text, i) == "k"
+            or _char(text, i) == "K"
+            or _char(text, i) == "M"
+            or _char(text, i) == "G"
+        ):
             i += 1
-        if i < n and text[i] == "i":
+        if i < n and _char(text, i) == "i":
             i += 1
-        if not (i < n and text[i] == "B"):
+        if not (i < n and _char(text, i) == "B"):
             return -1
         i += 1
     if _at(text, n, i, "/s") and _boundary(text, n, i + 2):
@@ -599,10 +628,10 @@ def _rate(text: str, n: int, run: int) -> int:
 
 def _minutes(text: str, n: int, run: int) -> int:
     r"""``\d+m\d+(?:\.\d+)?s\b``"""
-    if not (run + 1 < n and text[run] == "m" and _is_digit(text[run + 1])):
+    if not (run + 1 < n and _char(text, run) == "m" and _is_digit(_char(text, run + 1))):
         return -1
     i = _fraction(text, n, _digits(text, n, run + 1), False)
-    if i < n and text[i] == "s" and _boundary(text, n, i + 1):
+    if i < n and _char(text, i) == "s" and _boundary(text, n, i + 1):
         return i + 1
     return -1
 
@@ -619,7 +648,7 @@ def _port(text: str, n: int, i: int, host: str) -> int:
 def _numbered(text: str, n: int, i: int) -> int:
     r"""A pid, a process, a port or a thread and its number: ``pid 42``, ``Process=7``,
     ``PORT:8080``, ``thread #3`` (``[ =:#]+\d+`` after the word)."""
-    c = text[i]
+    c = _char(text, i)
     word = 0
     if c == "p":
         for name in ("pid", "process", "port"):
@@ -638,7 +667,10 @@ def _numbered(text: str, n: int, i: int) -> int:
     start = i + word
     end = start
     while end < n and (
-        text[end] == " " or text[end] == "=" or text[end] == ":" or text[end] == "#"
+        _char(text, end) == " "
+        or _char(text, end) == "="
+        or _char(text, end) == ":"
+        or _char(text, end) == "#"
     ):
         end += 1
     if end == start:
@@ -652,7 +684,9 @@ def _temp_name(text: str, n: int, i: int) -> int:
     if not _at(text, n, i, "tmp"):
         return -1
     end = i + 3
-    while end < n and ("a" <= text[end] <= "z" or "0" <= text[end] <= "9" or text[end] == "_"):
+    while end < n and (
+        "a" <= _char(text, end) <= "z" or "0" <= _char(text, end) <= "9" or _char(text, end) == "_"
+    ):
         end += 1
     return end if end - (i + 3) >= 6 else -1
 
@@ -662,7 +696,7 @@ def _shell_line(text: str, n: int, i: int) -> int:
     if not _at(text, n, i, "sh: line "):
         return -1
     end = _digits(text, n, i + 9)
-    if end > i + 9 and end < n and text[end] == ":":
+    if end > i + 9 and end < n and _char(text, end) == ":":
         return end + 1
     return -1
 
@@ -678,13 +712,13 @@ def _temp_path(text: str, n: int, i: int) -> int:
         start = i + 13
     elif _at(text, n, i, "/private/var/folders/"):
         start = end = i + 21
-        while end < n and not _is_space(text[end]):
+        while end < n and not _is_space(_char(text, end)):
             end += 1
         return end if end > start else -1
     else:
         return -1
     end = start
-    while end < n and not _is_space(text[end]) and text[end] not in "'\"`:,)]":
+    while end < n and not _is_space(_char(text, end)) and _char(text, end) not in "'\"`:,)]":
         end += 1
     return end if end > start else -1
 
@@ -696,6 +730,6 @@ def _is_space(c: str) -> bool:
 def _rule(text: str, n: int, i: int) -> int:
     """A rule drawn with ``=_~*#-``: three of them or more."""
     end = i
-    while end < n and text[end] in "=_~*#-":
+    while end < n and _char(text, end) in "=_~*#-":
         end += 1
     return end if end - i >= 3 else -1
