@@ -15,15 +15,25 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["cast", "cclass", "compiled", "dataclasses", "declare", "int", "longlong"]
+__all__ = [
+    "cast",
+    "cclass",
+    "compiled",
+    "dataclasses",
+    "declare",
+    "int",
+    "longlong",
+    "ulonglong",
+]
 
 _T = TypeVar("_T")
 
 #: Interpreted: Cython's own ``cython.compiled`` is True in a compiled module.
 compiled = False
-#: Compiled: a C int, a C long long. Interpreted: an int.
+#: Compiled: a C int, a C long long, a C unsigned long long. Interpreted: an int.
 int = int
 longlong = int
+ulonglong = int
 
 
 def cast(kind: type[_T], value: Any) -> _T:

@@ -686,7 +686,8 @@ def _numbers_masked(text: str) -> str:
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    """For each of ``lines``: its hash, and the hash of it with its numbers masked."""
+    """For each of ``lines``: its hash, and a hash of it with its numbers masked (compiled,
+    ``_scan.masked_hash``, made without the masked line)."""
     if _scan.COMPILED:
         return _scan.line_hashes(lines)
     masked = _numbers_masked("\n".join(lines)).split("\n")

@@ -24,13 +24,13 @@ cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
-@cython.locals(last=Index, run=bint, i=Index, c=Py_UCS4)
-cpdef str numbers_masked(str text)
 @cython.locals(raw=str, line=str, n=Index, start=Index, i=Index, c=Py_UCS4, folded=bint,
                spaced=bint)
 cpdef list folded_lines(str text, Index most)
 @cython.locals(line=str)
 cpdef tuple line_hashes(list lines)
+@cython.locals(h=cython.ulonglong, run=bint, c=Py_UCS4)
+cpdef unsigned long long masked_hash(str line) except? 0
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict)
 cpdef list masked_lines(list lines, bint every, object mask)
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)

@@ -11,7 +11,8 @@ branch is a few comparisons of character codes, and most positions are passed ov
 of one.
 
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
-line number, its white space folded), ``numbers_masked`` and ``line_hashes``. Each does what a
+line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
+``masked_hash``). Each does what a
 regular expression and a few ``str`` methods per line do in ``_keys``, which the tests compare
 it with, without making a Python object of what it only looks at.
 
@@ -46,8 +47,8 @@ __all__ = [
     "SHORT",
     "folded_lines",
     "line_hashes",
+    "masked_hash",
     "masked_lines",
-    "numbers_masked",
     "spans",
 ]
 
@@ -178,30 +179,6 @@ def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], 
     return masked
 
 
-def numbers_masked(text: str) -> str:
-    r"""``text`` with each run of decimal digits as ``#``: what ``re.sub(r"\d+", "#", text)``
-    gives (``text`` itself if it holds none)."""
-    pieces: list[str] = []
-    last = 0  # where the text not copied yet starts
-    run = False  # whether the character before is a digit
-    # Compiled, a loop over a str's characters reads them where they lie, in order: a loop
-    # that indexed them would ask for each one's width.
-    for i, c in enumerate(text):
-        if _is_decimal(c):
-            if not run:
-                pieces.append(text[last:i])
-                pieces.append("#")
-                run = True
-        elif run:
-            last = i
-            run = False
-    if not pieces:
-        return text
-    if not run:
-        pieces.append(text[last:])
-    return "".join(pieces)
-
-
 def folded_lines(text: str, most: int) -> list[str]:
     """The distinct lines of ``text`` in order, each without the line number a file viewer
     prints before it, with its white space folded (``" ".join(line.split())``) and cut to
@@ -235,9 +212,33 @@ def folded_lines(text: str, most: int) -> list[str]:
 
 
 def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    """For each of ``lines``: its hash, and the hash of it with each run of digits as ``#``
-    (``\\d``: any decimal digit, not only ASCII)."""
-    return tuple([(hash(line), hash(numbers_masked(line))) for line in lines])
+    """For each of ``lines``: its hash, and ``masked_hash`` of it."""
+    return tuple([(hash(line), masked_hash(line)) for line in lines])
+
+
+#: FNV-1a, 64 bits: its offset basis and prime (C integers, compiled).
+_FNV_OFFSET: int = cython.declare(cython.ulonglong, 0xCBF29CE484222325)
+_FNV_PRIME: int = cython.declare(cython.ulonglong, 0x100000001B3)
+_LOW_64: int = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+
+
+def masked_hash(line: str) -> int:
+    r"""A hash of ``line`` with each run of decimal digits as one ``#`` (FNV-1a over its code
+    points): two lines have the same one when ``re.sub(r"\d+", "#", line)`` makes them equal,
+    and rarely
+    (one time in 2^64) otherwise; made without making the masked line."""
+    h = _FNV_OFFSET
+    run = False  # whether the character before is a digit
+    for c in line:
+        if _is_decimal(c):
+            if run:
+                continue
+            run = True
+            c = "#"
+        else:
+            run = False
+        h = ((h ^ ord(c)) * _FNV_PRIME) & _LOW_64  # compiled, a C integer wraps the same
+    return h
 
 
 def _masked_line(
