@@ -279,12 +279,16 @@ def _masked(string: str, start: int, end: int) -> str:
         return "<time>"
     if text.endswith("/s"):
         return "<rate>"
-    if text[-1].isalpha() and not any(c in "abcdefABCDEF" for c in text[:-1].rstrip("msecondhru ")):
+    if text[-1].isalpha() and _HEX_LETTERS.isdisjoint(text[:-1].rstrip("msecondhru ")):
         return "<duration>"
     # A bare hex id: at least one digit and one letter (a plain number is not an id).
-    if any(c.isdigit() for c in text) and any(c in "abcdef" for c in text):
+    if _has_digit(text) and not _LOWER_HEX_LETTERS.isdisjoint(text):
         return "<hex>"
     return text
+
+
+_HEX_LETTERS: Final = frozenset("abcdefABCDEF")
+_LOWER_HEX_LETTERS: Final = frozenset("abcdef")
 
 
 _LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"})
