@@ -19,6 +19,7 @@ from haltwise import Block, Stop
 from haltwise.engine.decisions import Warn
 from haltwise.engine.detectors import normalize_output, result_fingerprint, stuck
 from haltwise.engine.detectors._keys import (
+    _ARGUMENT_VOLATILE,
     _ASCII_DIGIT,
     _EVERY_BRANCH,
     _analyze_result,
@@ -26,11 +27,12 @@ from haltwise.engine.detectors._keys import (
     _mask,
     _mask_text,
     _masked,
+    _may_be_volatile,
     _pattern,
     _sample,
     _shorten,
 )
-from haltwise.engine.detectors._scan import masked_lines, spans
+from haltwise.engine.detectors._scan import masked_lines, spans, volatile_argument
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -297,6 +299,17 @@ def test_a_results_preview_is_its_normalized_text_folded_and_cut(text: str) -> N
     # The preview joins the normalized lines with spaces: they are folded, masked or not.
     lines, _, _ = _sample(text)
     assert _analyze_result(text, False, None).preview == _shorten("\n".join(lines))
+
+
+@given(st.lists(_PIECES | _NEIGHBOURS, max_size=40).map("".join))
+def test_the_argument_scan_finds_what_the_pattern_finds(text: str) -> None:
+    # The compiled build looks for a uuid or a timestamp in an ASCII argument with a scan.
+    # Both builds run it.
+    expected = _may_be_volatile(text) and _ARGUMENT_VOLATILE.search(text) is not None
+    assert volatile_argument(text) == expected
+    assert volatile_argument(f"x {text}") == (
+        _may_be_volatile(f"x {text}") and _ARGUMENT_VOLATILE.search(f"x {text}") is not None
+    )
 
 
 @given(_TEXT)

@@ -444,9 +444,18 @@ def _may_be_volatile(value: str) -> bool:
     return len(value) >= 10 and value.count("-") >= 2 and _has_digit(value[:64])
 
 
+def _volatile_in(value: str) -> bool:
+    """Whether ``value`` holds a uuid or a timestamp, looked for where ``_may_be_volatile``
+    says one may be. Compiled, an ASCII value is looked through by a scan
+    (``_scan.volatile_argument``)."""
+    if _scan.COMPILED and value.isascii():
+        return _scan.volatile_argument(value)
+    return _may_be_volatile(value) and _ARGUMENT_VOLATILE.search(value) is not None
+
+
 def _mask_value(value: str) -> str:
     value = value.strip()
-    if _may_be_volatile(value):
+    if _volatile_in(value):
         value = _ARGUMENT_VOLATILE.sub(_mask, value)
     return value
 
@@ -475,7 +484,7 @@ def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
             if value[:1].isspace() or value[-1:].isspace():
                 return False
             # A command line has dashes and digits, but seldom a uuid or a timestamp.
-            if _may_be_volatile(value) and _ARGUMENT_VOLATILE.search(value):
+            if _volatile_in(value):
                 return False
         elif value is not None and not isinstance(value, bool | int | float):
             return False

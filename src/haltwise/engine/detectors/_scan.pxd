@@ -33,6 +33,8 @@ cpdef tuple line_hashes(list lines)
 cpdef unsigned long long masked_hash(str line) except? 0
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict)
 cpdef list masked_lines(list lines, bint every, object mask)
+@cython.locals(n=Index, chars=Text, dashes=Index, digit=bint, i=Index, c=Py_UCS4)
+cpdef bint volatile_argument(str text) except -1
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
 cdef str _masked_line(str line, bint rules, dict seen, object mask)
 @cython.locals(c=Py_UCS4)

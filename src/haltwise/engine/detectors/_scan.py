@@ -12,7 +12,7 @@ of one.
 
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
 line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
-``masked_hash``). Each does what a
+``masked_hash``); ``volatile_argument`` looks for an id or a clock in a call's argument. Each does what a
 regular expression and a few ``str`` methods per line do in ``_keys``, which the tests compare
 it with, without making a Python object of what it only looks at.
 
@@ -50,6 +50,7 @@ __all__ = [
     "masked_hash",
     "masked_lines",
     "spans",
+    "volatile_argument",
 ]
 
 #: Whether this module runs compiled.
@@ -239,6 +240,38 @@ def masked_hash(line: str) -> int:
             run = False
         h = ((h ^ ord(c)) * _FNV_PRIME) & _LOW_64  # compiled, a C integer wraps the same
     return h
+
+
+def volatile_argument(text: str) -> bool:
+    """Whether ``text`` (ASCII) holds a uuid or a timestamp (a date and a time of day) where
+    ``_keys`` looks for one in an argument: in a value of 10 characters or more, with two
+    dashes or more and a digit among its first 64 characters. What ``_keys._ARGUMENT_VOLATILE``
+    finds there, found from the dashes: a uuid's first stands 8 characters from its start, a
+    date's 4."""
+    n = len(text)
+    if n < 10:
+        return False
+    chars = _view(text)
+    dashes = 0
+    digit = False
+    i = 0
+    while i < n:
+        c = _char(chars, i)
+        if c == "-":
+            dashes += 1
+        elif i < 64 and "0" <= c <= "9":
+            digit = True
+        i += 1
+    if dashes < 2 or not digit:
+        return False
+    i = 4
+    while i < n:
+        if _char(chars, i) == "-" and (
+            (i >= 8 and _uuid(chars, n, i - 8) >= 0) or _date(chars, n, i - 4) >= i + 12
+        ):
+            return True
+        i += 1
+    return False
 
 
 def _masked_line(
