@@ -12,9 +12,9 @@ of one.
 
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
 line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
-``masked_hash``); ``volatile_argument`` looks for an id or a clock in a call's argument. Each does what a
-regular expression and a few ``str`` methods per line do in ``_keys``, which the tests compare
-it with, without making a Python object of what it only looks at.
+``masked_hash``); ``volatile_argument`` looks for an id or a clock in a call's argument. Each
+does what a regular expression and a few ``str`` methods per line do in ``_keys``, which the
+tests compare it with, without making a Python object of what it only looks at.
 
 Compiled (``_scan.pxd`` types every index and character as a C integer, a character is read
 straight from where its str keeps it (``_view``, ``_char``), and every index is checked against
