@@ -229,3 +229,20 @@ def test_a_preview_is_the_text_folded_and_cut(parts: list[str], limit: int) -> N
     folded = " ".join(text.split())
     expected = folded if len(folded) <= limit else folded[: limit - 1] + "…"
     assert _shorten(text, limit) == expected
+
+
+class _Text(str):
+    """A subclass of str, as some frameworks hand tool output and arguments over."""
+
+
+def test_a_subclass_of_str_is_analysed_as_the_str() -> None:
+    # The compiled scans take a str, not a subclass of it: the analyses must not hand them one.
+    output = "FAILED test_x.py - AssertionError\n  12 | 3 failed in 0.52s\n/tmp/tmpab12cd3x"
+    argument = "pytest 123e4567-e89b-12d3-a456-426614174000 -k case at 2024-05-01T10:00:00Z"
+    for call_id, text in (("c1", output), ("c2", _Text(output))):
+        action = analyze_call(ToolCall("bash", {"command": _Text(argument)}, call_id=call_id))
+        plain = analyze_call(ToolCall("bash", {"command": argument}, call_id=call_id))
+        assert action.key == plain.key
+        result = analyze_result(ToolResult("bash", text, call_id=call_id), action)
+        assert f"{result.fingerprint:016x}" == result_fingerprint(output)
+        assert normalize_output(_Text(output)) == normalize_output(output)

@@ -447,8 +447,8 @@ def _may_be_volatile(value: str) -> bool:
 def _volatile_in(value: str) -> bool:
     """Whether ``value`` holds a uuid or a timestamp, looked for where ``_may_be_volatile``
     says one may be. Compiled, an ASCII value is looked through by a scan
-    (``_scan.volatile_argument``)."""
-    if _scan.COMPILED and value.isascii():
+    (``_scan.volatile_argument``, which takes a str, not a subclass of it)."""
+    if _scan.COMPILED and type(value) is str and value.isascii():
         return _scan.volatile_argument(value)
     return _may_be_volatile(value) and _ARGUMENT_VOLATILE.search(value) is not None
 
@@ -659,7 +659,11 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
     if "\r" in text:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    lines = _scan.folded_lines(text, MAX_LINE_CHARS) if _scan.COMPILED else _folded_lines(text)
+    # The scans take a str, not a subclass of it: a driver may hand one over.
+    if _scan.COMPILED and type(text) is str:
+        lines = _scan.folded_lines(text, MAX_LINE_CHARS)
+    else:
+        lines = _folded_lines(text)
     middle: list[str] = []
     if len(lines) > MAX_LINES:
         half, most = MAX_LINES // 2, MAX_SEEN_LINES // 2
