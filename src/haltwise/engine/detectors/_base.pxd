@@ -15,13 +15,16 @@ cdef class Recent:
     cdef public Py_ssize_t size
     cdef object _items
     cdef dict _keys
-    cdef object _signature
+    cdef unsigned long long _signature
 
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
     @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
+
+@cython.locals(mixed=cython.longlong)
+cdef unsigned long long _mixed(object identity, object key) except? 0
 
 @cython.locals(seen=frozenset)
 cdef bint _seen(object line, list sets) except -1
