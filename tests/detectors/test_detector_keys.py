@@ -25,7 +25,7 @@ from haltwise.engine.detectors._keys import (
     analyze_call,
     analyze_result,
 )
-from haltwise.engine.detectors._scan import folded_lines, line_hashes
+from haltwise.engine.detectors._scan import exception_name, folded_lines, line_hashes
 from haltwise.engine.events import ToolCall, ToolResult
 
 
@@ -205,6 +205,7 @@ _EXCEPTION_PARTS = st.sampled_from(
         "Error:",
         "a.b.",
         "raise ",
+        *("Exception", "Exit", "Interrupt", "Ab", "..", "-", "\t", "٣", "²"),
     ]
 )
 
@@ -217,6 +218,7 @@ def test_the_last_exception_is_the_last_that_a_line_starts_with(parts: list[str]
         r"^(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)", text, re.MULTILINE
     )
     assert _last_exception_name(text) == (every[-1] if every else None)
+    assert exception_name(text) == (every[-1] if every else None)  # the compiled build's scan
 
 
 _PREVIEW_PARTS = st.sampled_from(["a", "word", "x" * 30, " ", "\n\t", " " * 200, "y" * 100])

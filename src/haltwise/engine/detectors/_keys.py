@@ -363,7 +363,10 @@ _ERROR_PHRASES: Final = (
 def _last_exception_name(text: str) -> str | None:
     """The exception class that the last line of ``text`` to start with one starts with. A name
     is on one line, and a line can start with one only if its first word names one of the
-    kinds: each line is matched at its start, from the last, and only if it does."""
+    kinds: each line is matched at its start, from the last, and only if it does. Compiled,
+    a scan reads the lines back instead (``_scan.exception_name``)."""
+    if _scan.COMPILED and type(text) is str:
+        return _scan.exception_name(text)
     for line in reversed(text.split("\n")):
         # A name is all word characters and dots from the line's start: before its first space.
         if _names_kind(line) and _names_kind(line.partition(" ")[0]):

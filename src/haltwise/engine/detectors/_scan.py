@@ -12,7 +12,8 @@ of one.
 
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
 line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
-``masked_hash``); ``volatile_argument`` looks for an id or a clock in a call's argument. Each
+``masked_hash``); ``exception_name`` finds the error a failed result names last, and
+``volatile_argument`` an id or a clock in a call's argument. Each
 does what a regular expression and a few ``str`` methods per line do in ``_keys``, which the
 tests compare it with, without making a Python object of what it only looks at.
 
@@ -45,6 +46,7 @@ __all__ = [
     "REMEMBERED_FROM",
     "SEEN_LINES",
     "SHORT",
+    "exception_name",
     "folded_lines",
     "line_hashes",
     "masked_hash",
@@ -272,6 +274,57 @@ def volatile_argument(text: str) -> bool:
             return True
         i += 1
     return False
+
+
+#: The words an exception's name ends with (``_keys._EXCEPTION``).
+_KINDS: tuple[str, ...] = ("Error", "Exception", "Exit", "Interrupt")
+
+
+def exception_name(text: str) -> str | None:
+    """The exception class that the last line of ``text`` to start with one starts with
+    (``ValueError: ...``, ``pkg.mod.TimeoutError``): what ``_keys._EXCEPTION`` matches at the
+    start of a line, read from the last line back. A line starts with one when its leading run
+    of word characters and dots ends the line or meets a colon, and the run's last part (after
+    its last dot, which must not be the line's first character) is a capital letter, word
+    characters, and one of ``_KINDS``."""
+    chars = _view(text)
+    end = len(text)
+    while end >= 0:
+        start = end
+        while start > 0 and _char(chars, start - 1) != "\n":
+            start -= 1
+        run = start
+        dot = -1
+        while run < end:
+            c = _char(chars, run)
+            if c == ".":
+                dot = run
+            elif not (c.isalnum() or c == "_"):
+                break
+            run += 1
+        first = dot + 1 if dot > start else start
+        if (
+            (run == end or _char(chars, run) == ":")
+            and (dot < 0 or dot > start)
+            and first < run
+            and "A" <= _char(chars, first) <= "Z"
+        ):
+            for kind in _KINDS:
+                if run - first > len(kind) and _ends_with(chars, run, kind):
+                    return text[first:run]
+        end = start - 1
+    return None
+
+
+def _ends_with(text: str, end: int, word: str) -> bool:
+    """Whether ``word`` stands just before ``end``."""
+    size = len(word)
+    k = 0
+    while k < size:
+        if _char(text, end - size + k) != word[k]:
+            return False
+        k += 1
+    return True
 
 
 def _masked_line(
