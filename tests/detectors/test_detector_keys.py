@@ -25,7 +25,7 @@ from haltwise.engine.detectors._keys import (
     analyze_call,
     analyze_result,
 )
-from haltwise.engine.detectors._scan import exception_name, folded_lines, line_hashes
+from haltwise.engine.detectors._scan import exception_name, folded, folded_lines, line_hashes
 from haltwise.engine.events import ToolCall, ToolResult
 
 
@@ -167,6 +167,7 @@ _LINE_PARTS = st.sampled_from(
 def test_the_lines_scan_folds_lines_as_split_and_join_do(text: str, most: int) -> None:
     # The compiled build reads a result's lines with one scan: each line's number dropped and
     # its white space folded as a regular expression and str.split() do. Both builds run it.
+    assert folded(text) == " ".join(text.split())
     expected = _folded_lines(text)
     if most == MAX_LINE_CHARS:
         assert folded_lines(text, most) == expected

@@ -24,9 +24,11 @@ cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
-@cython.locals(raw=str, line=str, n=Index, start=Index, i=Index, c=Py_UCS4, folded=bint,
-               spaced=bint)
+@cython.locals(raw=str, line=str, n=Index, start=Index)
 cpdef list folded_lines(str text, Index most)
+cpdef str folded(str text)
+@cython.locals(spaced=bint, i=Index, c=Py_UCS4)
+cdef bint _is_folded(str text, Index start) noexcept
 @cython.locals(line=str)
 cpdef tuple line_hashes(list lines)
 @cython.locals(h=cython.ulonglong, run=bint, c=Py_UCS4)

@@ -47,6 +47,7 @@ __all__ = [
     "SEEN_LINES",
     "SHORT",
     "exception_name",
+    "folded",
     "folded_lines",
     "line_hashes",
     "masked_hash",
@@ -193,25 +194,35 @@ def folded_lines(text: str, most: int) -> list[str]:
         n = len(raw)
         start = _line_number_end(_view(raw), n)
         # Folded already: no white space but single spaces between words.
-        folded = True
-        spaced = True  # whether the character before is a space, or the line's start
-        for i, c in enumerate(raw):
-            if i >= start:
-                if not c.isspace():
-                    spaced = False
-                elif c != " " or spaced:
-                    folded = False
-                    break
-                else:
-                    spaced = True
-        if spaced and n > start:
-            folded = False  # it ends with a space
-        line = (raw[start:] if start else raw) if folded else " ".join(raw[start:].split())
+        if _is_folded(raw, start):
+            line = raw[start:] if start else raw
+        else:
+            line = " ".join(raw[start:].split())
         if len(line) > most:
             line = line[:most]
         if line:
             distinct[line] = None
     return list(distinct)
+
+
+def folded(text: str) -> str:
+    """``" ".join(text.split())``: ``text`` itself when it is folded already."""
+    return text if _is_folded(text, 0) else " ".join(text.split())
+
+
+def _is_folded(text: str, start: int) -> bool:
+    """Whether ``text`` from ``start`` on holds no white space but single spaces between
+    words."""
+    spaced = True  # whether the character before is a space, or the start
+    for i, c in enumerate(text):
+        if i >= start:
+            if not c.isspace():
+                spaced = False
+            elif c != " " or spaced:
+                return False
+            else:
+                spaced = True
+    return not spaced or len(text) == start
 
 
 def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
@@ -228,8 +239,7 @@ _LOW_64: int = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
 def masked_hash(line: str) -> int:
     r"""A hash of ``line`` with each run of decimal digits as one ``#`` (FNV-1a over its code
     points): two lines have the same one when ``re.sub(r"\d+", "#", line)`` makes them equal,
-    and rarely
-    (one time in 2^64) otherwise; made without making the masked line."""
+    and rarely (one time in 2^64) otherwise; made without making the masked line."""
     h = _FNV_OFFSET
     run = False  # whether the character before is a digit
     for c in line:
