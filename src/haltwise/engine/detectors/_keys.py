@@ -746,7 +746,10 @@ def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
             printed = text.split(" ", 1)[1].strip().strip("\"'")
             if len(printed) >= 3:
                 found[printed] = None
-    return tuple(sorted((echo for echo in found if len(echo) >= 3), key=len, reverse=True))
+    echoes = [echo for echo in found if len(echo) >= 3]
+    if len(echoes) > 1:
+        echoes.sort(key=len, reverse=True)
+    return tuple(echoes)
 
 
 #: Tools that write files, by name (compared in lower case).
@@ -789,7 +792,13 @@ def is_edit(name: str, arguments: Mapping[str, Any] | str) -> bool:
         line = command
     head = line[:512].lstrip()
     first = head.split(None, 1)[0].lower() if head else ""
-    return first in EDIT_TOOLS or any(needle in head for needle in _EDIT_SHELL)
+    if first in EDIT_TOOLS:
+        return True
+    # A loop, not any() over a generator: compiled, the generator costs more than the tests.
+    for needle in _EDIT_SHELL:  # noqa: SIM110
+        if needle in head:
+            return True
+    return False
 
 
 def _analyze_call(
