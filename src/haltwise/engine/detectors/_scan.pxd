@@ -10,7 +10,9 @@ ctypedef Py_ssize_t Index
 # A str's characters where they lie: the bytes each takes (1, 2 or 4) and where they start. The
 # scans read a text's characters through it, each with one switch on the kind, not with the
 # tests of the str that indexing it repeats for every character. It does not hold the str: each
-# is made from a str its caller holds.
+# is made from a str its caller holds, and which Python has read already (``len``, ``in``,
+# ``isascii``), so it is in its final form (a str made by the C API before Python 3.12 may not
+# be until then).
 cdef struct Text:
     int kind
     void* data
@@ -52,7 +54,6 @@ cdef bint _draws_rule(str line) noexcept
 cdef Index _line_number_end(Text line, Index n) noexcept
 
 cdef bint _is_decimal(Py_UCS4 c) noexcept
-
 cdef bint _is_digit(Py_UCS4 c) noexcept
 cdef bint _is_hex(Py_UCS4 c) noexcept
 cdef bint _is_word(Py_UCS4 c) noexcept
