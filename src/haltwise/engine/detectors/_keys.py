@@ -599,13 +599,13 @@ def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
     # A long text is not folded whole: a head of it that folds to more than ``limit``
     # characters begins with the same ones as the whole, and says it is longer.
     if len(text) > 4 * limit:
-        head = _folded(text[: 4 * limit])
+        head = folded(text[: 4 * limit])
         if len(head) > limit:
             return _cut(head, limit)
-    return _cut(_folded(text), limit)
+    return _cut(folded(text), limit)
 
 
-def _folded(text: str) -> str:
+def folded(text: str) -> str:
     """``" ".join(text.split())``; compiled, ``text`` itself when it is folded already (a str,
     not a subclass of it)."""
     if _scan.COMPILED and type(text) is str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..events import Injected, ModelResponse, Progress, ToolCall, ToolResult, TurnEnded
@@ -21,6 +20,7 @@ from ..policies import Policy
 from ..state import Slot
 from ._base import CLEAR, Detector, LadderState, Verdict, check_int
 from ._base import options as _options
+from ._keys import folded
 
 __all__ = ["degenerate_text", "find_degenerate", "monologue"]
 
@@ -69,11 +69,11 @@ def _split_markdown(text: str) -> tuple[list[str], list[str]]:
         item = _ITEM.match(line) if first in "-*+" or first.isdecimal() else None
         if item:
             flush()
-            items.append(" ".join(item.group(1).split()))
+            items.append(folded(item.group(1)))
             continue
         if first == ">":
             stripped = _QUOTE.sub("", stripped)
-        current.append(" ".join(stripped.split()))
+        current.append(folded(stripped))
     flush()
     return segments, items
 
@@ -109,7 +109,7 @@ def find_degenerate(
 
 
 def _chant(
-    segment: str, places: Iterable[int], chunk: int, repeats: int, max_gap: int
+    segment: str, places: list[int], chunk: int, repeats: int, max_gap: int
 ) -> tuple[str, int] | None:
     """The first chunk of ``segment``, taken at ``places`` in order, to come back ``repeats``
     times within ``max_gap`` characters of each other on average; and how often it came."""
@@ -126,36 +126,39 @@ def _chant(
     return None
 
 
-def _chunk_starts(segment: str, chunk: int) -> Iterator[int]:
+def _chunk_starts(segment: str, chunk: int) -> list[int]:
     """Where chunks are taken: at every word start, and every fifth of a chunk in a stretch
-    with no spaces."""
+    with no spaces. (A list, not a generator: compiled, each step of a generator costs more
+    than the list of a segment's places, which its length bounds.)"""
+    places = []
     limit = len(segment) - chunk
     position = 0
     while position <= limit:
-        yield position
+        places.append(position)
         following = segment.find(" ", position, position + chunk) + 1
         position = following if following > position else position + chunk // 5
+    return places
 
 
-def _frequent_word_starts(
-    segment: str, words: list[str], chunk: int, repeats: int
-) -> Iterator[int]:
+def _frequent_word_starts(segment: str, words: list[str], chunk: int, repeats: int) -> list[int]:
     """``_chunk_starts`` of a segment whose every word is shorter than a chunk, less those no
     chant can begin at. Each word start is then a place a chunk is taken, and a chunk begins
     with the whole word there: it can come back ``repeats`` times only where its first word
     comes that often, so the chunks of every other word (in prose, nearly all of them) need
     not be taken."""
     counts = Counter(words)
+    places: list[int] = []
     if max(counts.values()) < repeats:
-        return
+        return places
     limit = len(segment) - chunk
     position = 0
     for word in words:
         if position > limit:
-            return
+            break
         if counts[word] >= repeats:
-            yield position
+            places.append(position)
         position += len(word) + 1
+    return places
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +233,7 @@ class _Monologue(Detector):
         return None
 
     def _text(self, state: _MonologueState, text: str) -> None:
-        text = " ".join(text.split())
+        text = folded(text)
         if text == state.last_text:
             state.same += 1
         else:
