@@ -320,11 +320,18 @@ def _mask_text(text: str) -> str:
     return "\n".join(lines)
 
 
+def _scannable(text: str) -> bool:
+    """Whether a compiled scan (``_scan``) reads ``text``: in the compiled build, a str. A scan
+    takes a str and not a subclass of one, which a driver may hand over; the regular
+    expressions and ``str`` methods read those."""
+    return _scan.COMPILED and type(text) is str
+
+
 def _masked_lines(lines: list[str]) -> list[str]:
     """``lines`` masked as ``_mask_text`` masks them joined. Compiled, ASCII lines are masked
     one by one with the scan (``_scan.masked_lines``)."""
     text = "\n".join(lines)
-    if _scan.COMPILED and text.isascii():
+    if _scannable(text) and text.isascii():
         return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text, _masked)
     return _mask_text(text).split("\n")
 
@@ -344,7 +351,7 @@ _BLANKS: Final = frozenset(" \t")
 # Error classes: the kind of failure, which stays the same while its details vary.
 
 #: The exception class a line starts with (``ValueError: ...``, ``pkg.mod.TimeoutError``).
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?::|$)")
+_EXCEPTION = re.compile(rf"(?:[\w.]+\.)?([A-Z]\w*(?:{'|'.join(_scan.KINDS)}))\b(?::|$)")
 _NOT_FOUND = re.compile(
     r"\bno (?:matches|match|results?|files?) (?:found|for)\b|\bnot found\b|\bnothing found\b",
     re.IGNORECASE,
@@ -365,7 +372,7 @@ def _last_exception_name(text: str) -> str | None:
     is on one line, and a line can start with one only if its first word names one of the
     kinds: each line is matched at its start, from the last, and only if it does. Compiled,
     a scan reads the lines back instead (``_scan.exception_name``)."""
-    if _scan.COMPILED and type(text) is str:
+    if _scannable(text):
         return _scan.exception_name(text)
     for line in reversed(text.split("\n")):
         # A name is all word characters and dots from the line's start: before its first space.
@@ -379,7 +386,10 @@ def _last_exception_name(text: str) -> str | None:
 
 def _names_kind(text: str) -> bool:
     """Whether ``text`` holds a word that the name of an exception ends with."""
-    return "Error" in text or "Exception" in text or "Exit" in text or "Interrupt" in text
+    for kind in _scan.KINDS:  # noqa: SIM110
+        if kind in text:
+            return True
+    return False
 
 
 def normalize_output(text: str) -> str:
@@ -450,8 +460,8 @@ def _may_be_volatile(value: str) -> bool:
 def _volatile_in(value: str) -> bool:
     """Whether ``value`` holds a uuid or a timestamp, looked for where ``_may_be_volatile``
     says one may be. Compiled, an ASCII value is looked through by a scan
-    (``_scan.volatile_argument``, which takes a str, not a subclass of it)."""
-    if _scan.COMPILED and type(value) is str and value.isascii():
+    (``_scan.volatile_argument``)."""
+    if _scannable(value) and value.isascii():
         return _scan.volatile_argument(value)
     return _may_be_volatile(value) and _ARGUMENT_VOLATILE.search(value) is not None
 
@@ -606,9 +616,8 @@ def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 def folded(text: str) -> str:
-    """``" ".join(text.split())``; compiled, ``text`` itself when it is folded already (a str,
-    not a subclass of it)."""
-    if _scan.COMPILED and type(text) is str:
+    """``" ".join(text.split())``; compiled, ``text`` itself when it is folded already."""
+    if _scannable(text):
         return _scan.folded(text)
     return " ".join(text.split())
 
@@ -670,11 +679,7 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
     if "\r" in text:
         # A progress bar redraws its line: keep what was left on screen.
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    # The scans take a str, not a subclass of it: a driver may hand one over.
-    if _scan.COMPILED and type(text) is str:
-        lines = _scan.folded_lines(text, MAX_LINE_CHARS)
-    else:
-        lines = _folded_lines(text)
+    lines = _scan.folded_lines(text, MAX_LINE_CHARS) if _scannable(text) else _folded_lines(text)
     middle: list[str] = []
     if len(lines) > MAX_LINES:
         half, most = MAX_LINES // 2, MAX_SEEN_LINES // 2
@@ -698,10 +703,11 @@ _TRANSLATED_FROM: Final = 200
 
 
 def _numbers_masked(text: str) -> str:
-    """``text`` with each run of digits as ``#``, interpreted (compiled, ``_scan`` masks them):
-    for a long ASCII text with no NUL in it, by a translation and a split (the pieces between
-    digits, without the empty ones a run of several leaves) rather than a regular expression,
-    which tries a match at every position."""
+    """``text`` with each run of digits as ``#``, for the pure build's line hashes (compiled,
+    ``_scan.masked_hash`` hashes a line without masking it): for a long ASCII text with no NUL
+    in it, by a translation and a split (the pieces between digits, without the empty ones a
+    run of several leaves) rather than a regular expression, which tries a match at every
+    position."""
     if not text.isascii():
         return _DIGITS.sub("#", text)
     if len(text) < _TRANSLATED_FROM or "\x00" in text:

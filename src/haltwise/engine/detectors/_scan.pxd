@@ -40,8 +40,6 @@ cpdef list masked_lines(list lines, bint every, object mask)
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
                kind=str)
 cpdef object exception_name(str text)
-@cython.locals(size=Index, k=Index)
-cdef bint _ends_with(Text text, Index end, str word) noexcept
 @cython.locals(n=Index, chars=Text, dashes=Index, digit=bint, i=Index, c=Py_UCS4)
 cpdef bint volatile_argument(str text) except -1
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)

@@ -13,16 +13,15 @@ of one.
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
 line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
 ``masked_hash``); ``exception_name`` finds the error a failed result names last, and
-``volatile_argument`` an id or a clock in a call's argument. Each
-does what a regular expression and a few ``str`` methods per line do in ``_keys``, which the
-tests compare it with, without making a Python object of what it only looks at.
+``volatile_argument`` an id or a clock in a call's argument. Each does what a regular
+expression and a few ``str`` methods per line do in ``_keys``, which the tests compare it with,
+without making a Python object of what it only looks at.
 
 Compiled (``_scan.pxd`` types every index and character as a C integer, a character is read
 straight from where its str keeps it (``_view``, ``_char``), and every index is checked against
 the text's length before it is read, so nothing checks it again), these scans are what
-``_keys`` reads text with; interpreted, a loop over characters in Python costs more
-than the regular expressions and ``str`` methods, and ``_keys`` uses those instead
-(``COMPILED``).
+``_keys`` reads text with; interpreted, a loop over characters in Python costs more than the
+regular expressions and ``str`` methods, and ``_keys`` uses those instead (``COMPILED``).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ else:
 
 __all__ = [
     "COMPILED",
+    "KINDS",
     "REMEMBERED_FROM",
     "SEEN_LINES",
     "SHORT",
@@ -286,8 +286,8 @@ def volatile_argument(text: str) -> bool:
     return False
 
 
-#: The words an exception's name ends with (``_keys._EXCEPTION``).
-_KINDS: tuple[str, ...] = ("Error", "Exception", "Exit", "Interrupt")
+#: The words an exception's name ends with (``_keys._EXCEPTION`` is made of them).
+KINDS: tuple[str, ...] = ("Error", "Exception", "Exit", "Interrupt")
 
 
 def exception_name(text: str) -> str | None:
@@ -296,7 +296,7 @@ def exception_name(text: str) -> str | None:
     start of a line, read from the last line back. A line starts with one when its leading run
     of word characters and dots ends the line or meets a colon, and the run's last part (after
     its last dot, which must not be the line's first character) is a capital letter, word
-    characters, and one of ``_KINDS``."""
+    characters, and one of ``KINDS``."""
     chars = _view(text)
     end = len(text)
     while end >= 0:
@@ -319,22 +319,11 @@ def exception_name(text: str) -> str | None:
             and first < run
             and "A" <= _char(chars, first) <= "Z"
         ):
-            for kind in _KINDS:
-                if run - first > len(kind) and _ends_with(chars, run, kind):
+            for kind in KINDS:
+                if run - first > len(kind) and _at(chars, run, run - len(kind), kind):
                     return text[first:run]
         end = start - 1
     return None
-
-
-def _ends_with(text: str, end: int, word: str) -> bool:
-    """Whether ``word`` stands just before ``end``."""
-    size = len(word)
-    k = 0
-    while k < size:
-        if _char(text, end - size + k) != word[k]:
-            return False
-        k += 1
-    return True
 
 
 def _masked_line(
