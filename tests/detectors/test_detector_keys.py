@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +15,7 @@ from haltwise.engine.detectors import (
     error_class,
     normalize_output,
     result_fingerprint,
+    stuck,
 )
 from haltwise.engine.detectors._keys import (
     MAX_LINE_CHARS,
@@ -26,7 +28,8 @@ from haltwise.engine.detectors._keys import (
     analyze_result,
 )
 from haltwise.engine.detectors._scan import exception_name, folded, folded_lines, line_hashes
-from haltwise.engine.events import ToolCall, ToolResult
+from haltwise.engine.events import RunStarted, ToolCall, ToolResult
+from haltwise.engine.governor import Governor
 
 
 def test_keys_are_sorted_canonical_json() -> None:
@@ -249,3 +252,33 @@ def test_a_subclass_of_str_is_analysed_as_the_str() -> None:
         result = analyze_result(ToolResult("bash", text, call_id=call_id), action)
         assert f"{result.fingerprint:016x}" == result_fingerprint(output)
         assert normalize_output(_Text(output)) == normalize_output(output)
+
+
+def test_arguments_orjson_refuses_still_give_a_canonical_key() -> None:
+    # A model's JSON may hold a lone surrogate ("\ud800") or an int past 64 bits: orjson
+    # refuses both, and the analysis must not raise from inside a governor for it.
+    hostile: list[Any] = [
+        {"command": "echo \ud800"},
+        {"b": "\udfff", "a": {"nested": ["\ud800", 2**70]}},
+        {"n": 2**70},
+        {1: "\ud800", "x": 2},
+        "grep \ud800 file",
+    ]
+    for arguments in hostile:
+        first = analyze_call(ToolCall("bash", arguments, call_id="c1"))
+        again = analyze_call(ToolCall("bash", arguments, call_id="c2"))
+        assert first.key == again.key
+        assert first.preview
+    assert (
+        analyze_call(ToolCall("bash", {"n": 2**70})).key
+        != analyze_call(ToolCall("bash", {"n": 2**71})).key
+    )
+    assert canonical_arguments({"b": "\ud800", "a": 1}) == canonical_arguments(
+        {"a": 1, "b": "\ud800"}
+    )
+    governor = Governor(stuck())
+    governor.handle(RunStarted(prompt="go"))
+    for index in range(3):
+        call = ToolCall("bash", {"command": "echo \ud800"}, call_id=f"c{index}")
+        assert governor.handle(call) is not None
+        governor.handle(ToolResult("bash", "\ud800 again", call_id=f"c{index}"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -521,13 +522,25 @@ def canonical_arguments(
                 parsed = None
             if isinstance(parsed, dict | list):
                 return canonical_arguments(parsed, ignored)  # type: ignore[arg-type]
-        return orjson.dumps(_mask_value(stripped))
-    if isinstance(arguments, Mapping):
-        if _is_flat(arguments, ignored):
-            # The fast path: a flat mapping of plain values is already canonical once sorted.
-            return orjson.dumps(arguments, option=_SORT)
-        return orjson.dumps(_clean(arguments, ignored), option=_SORT, default=repr)
-    return orjson.dumps(_clean(arguments, ignored), option=_SORT, default=repr)
+        return _json(_mask_value(stripped))
+    if isinstance(arguments, Mapping) and _is_flat(arguments, ignored):
+        # The fast path: a flat mapping of plain values is already canonical once sorted.
+        return _json(arguments, _SORT)
+    return _json(_clean(arguments, ignored), _SORT)
+
+
+def _json(value: Any, option: int = 0) -> bytes:
+    """``value`` as JSON, by orjson; by the standard library where orjson refuses it (a str
+    with a lone surrogate, an int past 64 bits), so that no argument a model writes makes the
+    analysis raise. Either way the same value gives the same bytes."""
+    try:
+        return orjson.dumps(value, option=option, default=repr)
+    except orjson.JSONEncodeError:
+        try:
+            text = json.dumps(value, sort_keys=bool(option), separators=(",", ":"), default=repr)
+        except TypeError:  # keys of kinds that do not sort together
+            text = repr(value).encode("unicode_escape").decode("ascii")
+        return text.encode()
 
 
 def action_key(
@@ -632,9 +645,9 @@ def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
         shown = arguments.strip()
     elif len(arguments) == 1:
         (value,) = arguments.values()
-        shown = value if isinstance(value, str) else orjson.dumps(value, default=repr).decode()
+        shown = value if isinstance(value, str) else _json(value).decode()
     else:
-        shown = orjson.dumps(arguments, option=_SORT, default=repr).decode()
+        shown = _json(arguments, _SORT).decode()
     # A command line that starts with the tool's name is not repeated.
     if shown.split(" ", 1)[0] == name or not shown:
         return _shorten(shown or name)
