@@ -3,7 +3,7 @@
 
 cimport cython
 
-from haltwise.engine.events cimport ModelRequest, ModelResponse
+from haltwise.engine.events cimport ModelRequest, ModelResponse, check
 from haltwise.engine.state cimport InFlight, Slot, Tally
 
 # A C integer of 128 bits (GCC's and Clang's; where the compiler has none, setup.py installs pure

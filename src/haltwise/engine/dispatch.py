@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .decisions import CONTINUE, Block, Decision, Warn, joined
-from .events import ModelRequest, ModelResponse
+from .events import ModelRequest, ModelResponse, check
 from .pricing import units
 from .state import MAX_IN_FLIGHT, InFlight, Slot, Tally
 
@@ -151,6 +151,7 @@ class Dispatch:
 
     def handle(self, event: Any) -> Decision:
         """The decision for ``event`` (``Governor.handle``)."""
+        check(event)  # before anything is counted from it
         # Its bound methods rather than ``with lock``: the pair costs half as much, and a
         # method looked up once for each event a little more.
         _, acquire, release = self.locking

@@ -70,7 +70,19 @@ class InvalidValueError(ConfigurationError):
         self.value = value
         #: The forms that would have been accepted.
         self.valid = valid
-        super().__init__(f"{source}={value!r} is not valid: expected {valid}")
+        super().__init__(f"{source}={_shown(value)} is not valid: expected {valid}")
+
+
+def _shown(value: object) -> str:
+    """``value``'s repr, its middle cut when it is long (a tool's whole output, say)."""
+    shown = repr(value)
+    if len(shown) <= _SHOWN:
+        return shown
+    return f"{shown[: _SHOWN - 40]}...{shown[-30:]} ({len(shown):,} characters)"
+
+
+#: The longest repr an error message shows whole.
+_SHOWN = 200
 
 
 class UnpricedModelError(ConfigurationError):

@@ -17,13 +17,22 @@ dataclass support; interpreted, a frozen slotted dataclass (``_pure.py``). Both 
 fields, defaults, equality, hash, repr, ``dataclasses.fields`` and ``replace``, and pickle.
 Assigning to a field raises ``AttributeError`` (``FrozenInstanceError``, a subclass of it, when
 interpreted). ``events.pxd`` declares the fields the compiled dispatch reads directly.
+
+Building an event checks nothing, so that drivers build them cheaply; the governor checks each
+one where it comes in (``check``), before anything is counted: a field of the wrong kind (a
+count of tokens given as a str, a negative cost, a tool name that is None) raises
+``InvalidValueError`` naming the event, the field and what it should be, and the governor's
+counts stay as they were.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .errors import InvalidValueError
 
 if TYPE_CHECKING:
     from . import _pure as cython
@@ -48,6 +57,7 @@ __all__ = [
     "ToolResult",
     "TurnEnded",
     "TurnStarting",
+    "check",
 ]
 
 
@@ -189,3 +199,168 @@ Event = (
     | Progress
     | RunEnded
 )
+
+
+# What each kind of field must hold, as the errors say it.
+_TEXT = "a str"
+_TEXT_OR_NONE = "None or a str"
+_COUNT = "a count, an int >= 0 (not a bool)"
+_COUNT_OR_NONE = "None or a count, an int >= 0 (not a bool)"
+_FLAG = "True or False"
+
+
+def check(event: object) -> None:
+    """Raise ``InvalidValueError`` unless ``event`` is one of these events and each of its
+    fields holds what it says: counts ints >= 0, a cost a finite ``Decimal`` >= 0, texts str
+    (or None where that is allowed), flags bool. ``Governor.handle`` calls it first, so that
+    nothing is counted from an event it cannot count right."""
+    # The most frequent first.
+    if type(event) is ToolResult:
+        _check_tool_result(event)
+    elif type(event) is ToolCall:
+        _check_tool_call(event)
+    elif type(event) is ModelResponse:
+        _check_model_response(event)
+    elif type(event) is ModelRequest:
+        _check_model_request(event)
+    elif type(event) is TurnStarting:
+        pass
+    elif type(event) is TurnEnded:
+        if not _text_or_none(event.text):
+            _invalid(event, "text", _TEXT_OR_NONE)
+    elif type(event) is RunStarted:
+        if not _text(event.prompt):
+            _invalid(event, "prompt", _TEXT)
+        if not _text_or_none(event.run_id):
+            _invalid(event, "run_id", _TEXT_OR_NONE)
+    elif type(event) is RunEnded:
+        if not _text_or_none(event.output):
+            _invalid(event, "output", _TEXT_OR_NONE)
+    elif type(event) is Injected:
+        if not _text(event.text):
+            _invalid(event, "text", _TEXT)
+    elif type(event) is Progress:
+        _check_progress(event)
+    else:
+        raise InvalidValueError(
+            "Governor.handle(event)", event, "one of the events in haltwise.events"
+        )
+
+
+def _check_model_request(request: ModelRequest) -> None:
+    if not _text(request.model):
+        _invalid(request, "model", _TEXT)
+    if not _count_or_none(request.max_tokens):
+        _invalid(request, "max_tokens", _COUNT_OR_NONE)
+    if not _count_or_none(request.input_tokens):
+        _invalid(request, "input_tokens", _COUNT_OR_NONE)
+    if not _text(request.request_id):
+        _invalid(request, "request_id", _TEXT)
+    if not _flag(request.adjustable):
+        _invalid(request, "adjustable", _FLAG)
+
+
+def _check_model_response(response: ModelResponse) -> None:
+    if not _text(response.model):
+        _invalid(response, "model", _TEXT)
+    if not _count(response.input_tokens):
+        _invalid(response, "input_tokens", _COUNT)
+    if not _count(response.output_tokens):
+        _invalid(response, "output_tokens", _COUNT)
+    if not _count(response.cache_read_tokens):
+        _invalid(response, "cache_read_tokens", _COUNT)
+    if not _count(response.cache_write_tokens):
+        _invalid(response, "cache_write_tokens", _COUNT)
+    cached = response.cache_read_tokens + response.cache_write_tokens
+    if cached and cached > response.input_tokens:
+        _invalid(
+            response,
+            "cache_read_tokens" if response.cache_read_tokens else "cache_write_tokens",
+            "cache_read_tokens + cache_write_tokens at most input_tokens "
+            f"({response.input_tokens}), which counts the cached tokens too",
+        )
+    if not _dollars_or_none(response.cost):
+        _invalid(
+            response,
+            "cost",
+            "None or a finite Decimal of dollars >= 0, such as Decimal('0.0042') (a float is "
+            "not exact: pass Decimal(str(x)))",
+        )
+    if not _text_or_none(response.text):
+        _invalid(response, "text", _TEXT_OR_NONE)
+    if not _count(response.tool_calls):
+        _invalid(response, "tool_calls", _COUNT)
+    if not _text(response.request_id):
+        _invalid(response, "request_id", _TEXT)
+    if not _flag(response.answered):
+        _invalid(response, "answered", _FLAG)
+
+
+def _check_tool_call(call: ToolCall) -> None:
+    if not _text(call.name):
+        _invalid(call, "name", _TEXT)
+    arguments = call.arguments
+    if type(arguments) is not dict and not _text(arguments) and not isinstance(arguments, Mapping):
+        _invalid(call, "arguments", "a mapping of the arguments, or the JSON text of them")
+    if not _text(call.call_id):
+        _invalid(call, "call_id", _TEXT)
+
+
+def _check_tool_result(result: ToolResult) -> None:
+    if not _text(result.name):
+        _invalid(result, "name", _TEXT)
+    if not _text(result.content):
+        _invalid(result, "content", "a str: the tool's output as text")
+    if not _text(result.call_id):
+        _invalid(result, "call_id", _TEXT)
+    if not _flag(result.is_error):
+        _invalid(result, "is_error", _FLAG)
+    exit_code = result.exit_code
+    if exit_code is not None and not _integer(exit_code):
+        _invalid(result, "exit_code", "None or an int")
+
+
+def _check_progress(progress: Progress) -> None:
+    if not _text(progress.metric):
+        _invalid(progress, "metric", _TEXT)
+    value = progress.value
+    if value is not None and not (
+        (_integer(value) or isinstance(value, float)) and math.isfinite(value)
+    ):
+        _invalid(progress, "value", "None or a finite number")
+    if not _text(progress.note):
+        _invalid(progress, "note", _TEXT)
+
+
+def _text(value: object) -> bool:
+    return type(value) is str or isinstance(value, str)
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or type(value) is str or isinstance(value, str)
+
+
+def _flag(value: object) -> bool:
+    return type(value) is bool
+
+
+def _integer(value: object) -> bool:
+    """Whether ``value`` is an int (a subclass will do) other than a bool."""
+    return type(value) is int or (isinstance(value, int) and type(value) is not bool)
+
+
+def _count(value: object) -> bool:
+    return _integer(value) and value >= 0  # type: ignore[operator]
+
+
+def _count_or_none(value: object) -> bool:
+    return value is None or (_integer(value) and value >= 0)  # type: ignore[operator]
+
+
+def _dollars_or_none(value: object) -> bool:
+    # A negative cost would take dollars off the count.
+    return value is None or (isinstance(value, Decimal) and value.is_finite() and value >= 0)
+
+
+def _invalid(event: object, field: str, expected: str) -> NoReturn:
+    raise InvalidValueError(f"{type(event).__name__}.{field}", getattr(event, field), expected)

@@ -279,12 +279,7 @@ class Governor:
             )
         if self._parent is not None and type(event) in _SPENDING:
             return self._through_parent(event)
-        handler = self._handlers.get(type(event))
-        if handler is None:
-            raise InvalidValueError(
-                "Governor.handle(event)", event, "one of the events in haltwise.events"
-            )
-        decision: Decision = handler(event)
+        decision: Decision = self._handlers[type(event)](event)  # checked by the dispatch
         return decision
 
     def _refresh(self) -> None:

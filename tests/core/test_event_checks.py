@@ -1,0 +1,235 @@
+"""The governor checks every event where it comes in (``events.check``): a field of the wrong
+kind gets one ``InvalidValueError`` naming the event, the field and what it should hold, from
+``Governor.handle`` itself, and nothing is counted from the event (the checkpoint is unchanged).
+Both builds run these tests (``scripts/test.sh``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from haltwise import (
+    Decision,
+    Governor,
+    Injected,
+    InvalidValueError,
+    ModelRequest,
+    ModelResponse,
+    Progress,
+    RunEnded,
+    RunStarted,
+    ToolCall,
+    ToolResult,
+    TurnEnded,
+    TurnStarting,
+    UnpricedModelError,
+    max_cost,
+    max_tokens,
+    max_tool_calls,
+    max_turns,
+    stuck,
+    timeout,
+)
+from haltwise.engine.events import check
+from haltwise.testing import FakeClock
+
+LIMITS = (
+    max_turns(20)
+    | max_tool_calls(50)
+    | max_tokens(1_000_000)
+    | max_cost("50.00")
+    | timeout(minutes=30)
+    | stuck()
+)
+
+
+def governed() -> Governor:
+    """A governor in the middle of a turn, with one request in flight."""
+    governor = Governor(LIMITS, clock=FakeClock())
+    for event in (
+        RunStarted("fix the bug"),
+        TurnStarting(),
+        ModelRequest("gpt-4o", max_tokens=500, input_tokens=1_000),
+    ):
+        governor.handle(event)
+    return governor
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        (
+            ModelResponse("gpt-4o", input_tokens="5"),  # type: ignore[arg-type]
+            "ModelResponse.input_tokens='5' is not valid: expected a count, an int >= 0",
+        ),
+        (ModelResponse("gpt-4o", output_tokens=-3), "ModelResponse.output_tokens=-3"),
+        (ModelResponse("gpt-4o", output_tokens=2.5), "ModelResponse.output_tokens=2.5"),  # type: ignore[arg-type]
+        (ModelResponse("gpt-4o", input_tokens=True), "(not a bool)"),
+        (
+            ModelResponse("gpt-4o", input_tokens=10, cache_read_tokens=8, cache_write_tokens=4),
+            "cache_read_tokens=8 is not valid: expected cache_read_tokens + cache_write_tokens "
+            "at most input_tokens (10)",
+        ),
+        (
+            ModelResponse("gpt-4o", cost=0.5),  # type: ignore[arg-type]
+            "ModelResponse.cost=0.5 is not valid: expected None or a finite Decimal of dollars",
+        ),
+        (ModelResponse("gpt-4o", cost=Decimal("-0.01")), "ModelResponse.cost=Decimal('-0.01')"),
+        (ModelResponse("gpt-4o", cost=Decimal("Infinity")), "ModelResponse.cost=Decimal('I"),
+        (ModelResponse(None), "ModelResponse.model=None is not valid: expected a str"),  # type: ignore[arg-type]
+        (ModelResponse("gpt-4o", text=b"hi"), "ModelResponse.text=b'hi'"),  # type: ignore[arg-type]
+        (ModelResponse("gpt-4o", answered=None), "ModelResponse.answered=None"),  # type: ignore[arg-type]
+        (ModelRequest("gpt-4o", max_tokens="100"), "ModelRequest.max_tokens='100'"),  # type: ignore[arg-type]
+        (ModelRequest("gpt-4o", input_tokens=-1), "ModelRequest.input_tokens=-1"),
+        (ModelRequest("gpt-4o", request_id=7), "ModelRequest.request_id=7"),  # type: ignore[arg-type]
+        (ToolCall(None), "ToolCall.name=None is not valid: expected a str"),  # type: ignore[arg-type]
+        (ToolCall("search", 5), "ToolCall.arguments=5 is not valid: expected a mapping"),  # type: ignore[arg-type]
+        (ToolCall("search", call_id=None), "ToolCall.call_id=None"),  # type: ignore[arg-type]
+        (ToolResult("search", None), "ToolResult.content=None is not valid: expected a str"),  # type: ignore[arg-type]
+        (ToolResult("search", {"hits": 3}), "ToolResult.content={'hits': 3}"),  # type: ignore[arg-type]
+        (ToolResult("search", "", exit_code="1"), "ToolResult.exit_code='1'"),  # type: ignore[arg-type]
+        (ToolResult("search", "", is_error=1), "ToolResult.is_error=1"),  # type: ignore[arg-type]
+        (TurnEnded(5), "TurnEnded.text=5"),  # type: ignore[arg-type]
+        (Injected(None), "Injected.text=None"),  # type: ignore[arg-type]
+        (Progress("tests", "3"), "Progress.value='3' is not valid: expected None or a finite"),  # type: ignore[arg-type]
+        (Progress("tests", math.nan), "Progress.value=nan"),
+        (RunEnded(output=3), "RunEnded.output=3"),  # type: ignore[arg-type]
+        ("hello", "Governor.handle(event)='hello' is not valid: expected one of the events"),
+    ],
+)
+def test_a_bad_field_is_named_and_nothing_is_counted(event: Any, message: str) -> None:
+    governor = governed()
+    before = governor.checkpoint()
+    with pytest.raises(InvalidValueError) as raised:
+        governor.handle(event)
+    assert message in str(raised.value)
+    assert governor.checkpoint() == before
+    # The run goes on, and its request is answered and counted as usual.
+    assert governor.handle(ModelResponse("gpt-4o", input_tokens=1_000, output_tokens=20))
+    usage = governor.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 1_000, 20)
+
+
+def test_a_bad_run_start_leaves_the_run_as_it_was() -> None:
+    governor = governed()
+    before = governor.checkpoint()
+    with pytest.raises(InvalidValueError, match=r"RunStarted\.run_id=5 "):
+        governor.handle(RunStarted("again", run_id=5))  # type: ignore[arg-type]
+    assert governor.checkpoint() == before
+
+
+def test_good_events_of_every_kind_pass() -> None:
+    class Name(str):
+        pass
+
+    for event in (
+        RunStarted(),
+        RunStarted("prompt", run_id="r1"),
+        TurnStarting(),
+        ModelRequest(),
+        ModelRequest("gpt-4o", max_tokens=0, input_tokens=10**30, adjustable=False),
+        ModelResponse(),
+        ModelResponse("m", 10, 5, 4, 6, Decimal("0.01"), "text", 2, "r", answered=False),
+        ModelResponse("m", cost=Decimal("-0")),
+        ToolCall(Name("search"), {"q": 1}),
+        ToolCall("search", '{"q": 1}', "c1"),
+        ToolResult("search", "out", "c1", is_error=True, exit_code=-9),
+        TurnEnded(),
+        TurnEnded("done"),
+        Injected("more"),
+        Progress("tests", 3),
+        Progress("tests", 2.5, "note"),
+        Progress(),
+        RunEnded(),
+        RunEnded("answer"),
+    ):
+        check(event)
+
+
+# Values of every kind a driver might put in any field by mistake, and good ones.
+_ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.binary(max_size=10),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+_SMALL = st.integers(min_value=0, max_value=5_000)
+_EVENTS = st.one_of(
+    st.builds(
+        ModelRequest,
+        model=st.one_of(st.just("gpt-4o"), _ANY),
+        max_tokens=st.one_of(st.none(), _SMALL, _ANY),
+        input_tokens=st.one_of(st.none(), _SMALL, _ANY),
+        request_id=st.one_of(st.just(""), _ANY),
+    ),
+    st.builds(
+        ModelResponse,
+        model=st.one_of(st.just("gpt-4o"), st.just("no-such-model"), _ANY),
+        input_tokens=st.one_of(_SMALL, _ANY),
+        output_tokens=st.one_of(_SMALL, _ANY),
+        cache_read_tokens=st.one_of(st.just(0), _SMALL, _ANY),
+        cost=st.one_of(st.none(), st.decimals(min_value=0, max_value=1, places=6), _ANY),
+        text=st.one_of(st.none(), _ANY),
+        answered=st.one_of(st.just(True), _ANY),
+    ),
+    st.builds(
+        ToolCall,
+        name=st.one_of(st.sampled_from(["search", "edit"]), _ANY),
+        arguments=st.one_of(st.just('{"q": 1}'), _ANY),
+    ),
+    st.builds(
+        ToolResult,
+        name=st.one_of(st.sampled_from(["search", "edit"]), _ANY),
+        content=st.one_of(st.text(max_size=200), _ANY),
+        exit_code=st.one_of(st.none(), st.integers(-300, 300), _ANY),
+    ),
+    st.builds(TurnEnded, text=_ANY),
+    st.builds(Progress, metric=st.one_of(st.just("tests"), _ANY), value=_ANY),
+    st.just(TurnStarting()),
+    _ANY,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_EVENTS, min_size=1, max_size=12))
+def test_any_field_of_any_kind_is_decided_or_refused_by_name(events: list[Any]) -> None:
+    """Hostile fields never raise from inside the governor, and a refused event counts
+    nothing."""
+    governor = governed()
+    for event in events:
+        before = governor.checkpoint()
+        refused: InvalidValueError | None = None
+        try:
+            decision = governor.handle(event)
+        except InvalidValueError as error:
+            refused = error
+        except UnpricedModelError:
+            assert event.model == "no-such-model"  # counted; then the cost limit says so
+            continue
+        if refused is None:
+            assert isinstance(decision, Decision)
+        else:
+            assert refused.source.split(".")[0] in (type(event).__name__, "Governor")
+            assert governor.checkpoint() == before
+
+
+def test_a_long_value_is_cut_in_the_message() -> None:
+    with pytest.raises(InvalidValueError) as raised:
+        check(ToolResult("read", b"x" * 1_000_000))  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert message.startswith("ToolResult.content=b'xxx")
+    assert re.search(r"x\.\.\.x+' \(1,000,003 characters\) is not valid: expected a str", message)
+    assert len(message) < 300
+    assert raised.value.value == b"x" * 1_000_000  # the value itself is kept whole
