@@ -14,7 +14,8 @@ cdef extern from *:
 
 cdef class Check:
     cdef readonly int kind
-    cdef readonly object maximum
+    cdef wide maximum
+    cdef readonly bint fits
     cdef readonly Slot slot
     cdef readonly Tally tally
     cdef readonly bint on_run
