@@ -14,7 +14,8 @@ cdef extern from *:
 
 cdef class Check:
     cdef readonly int kind
-    cdef wide maximum
+    cdef readonly object maximum
+    cdef wide cap
     cdef readonly bint fits
     cdef readonly Slot slot
     cdef readonly Tally tally

@@ -66,24 +66,24 @@ class Check:
     counts, its number (calls, tokens, or dollars in engine units), its slot, and whether it
     counts on the run's tally (else the session's)."""
 
-    __slots__ = ("fits", "kind", "maximum", "on_run", "slot", "tally")
+    __slots__ = ("cap", "fits", "kind", "maximum", "on_run", "slot", "tally")
 
     def __init__(self, limit: Any, slot: Slot, on_run: bool) -> None:
         reason = limit.reason
         if reason == "cost_limit":
             self.kind = _COST
-            maximum = limit.units
+            self.maximum = limit.units
         else:
             kinds = {"input": _INPUT, "output": _OUTPUT, "total": _TOTAL}
             self.kind = kinds[limit.kind] if reason == "token_limit" else _CALLS
-            maximum = limit.maximum
+            self.maximum = limit.maximum
         # The number as a C integer (compiled), converted once; one too large for it leaves
         # every event the check sees to the general handlers.
         try:
-            self.maximum = _whole(maximum)
+            self.cap = _whole(self.maximum)
             self.fits = True
         except OverflowError:
-            self.maximum = 0
+            self.cap = 0
             self.fits = False
         self.slot = slot
         self.tally = slot.tally
@@ -295,7 +295,7 @@ class Dispatch:
                 if not check.fits:
                     refused = True
                     break
-                cap = check.maximum + _whole(slot.extra) + _whole(slot.baseline)
+                cap = check.cap + _whole(slot.extra) + _whole(slot.baseline)
                 if kind == _CALLS:
                     if _whole(tally.model_calls) >= cap:
                         refused = True
@@ -451,9 +451,7 @@ class Dispatch:
                     used = _whole(tally.output_tokens)
                 else:
                     used = _whole(tally.input_tokens) + _whole(tally.output_tokens)
-                if not check.fits or used > check.maximum + _whole(slot.extra) + _whole(
-                    slot.baseline
-                ):
+                if not check.fits or used > check.cap + _whole(slot.extra) + _whole(slot.baseline):
                     return governor._after_response(event, cost)
         except (TypeError, OverflowError):
             # A count the C integers cannot hold: the general checks decide.
