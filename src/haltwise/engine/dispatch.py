@@ -17,10 +17,12 @@ them as from the general path, and from the compiled build as from the pure one.
 This module is compiled by Cython from this source when haltwise is installed with a C
 compiler (``haltwise/_compiled.py``); ``dispatch.pxd`` types its attributes, and those of the
 events and tallies it reads (``events.pxd``, ``state.pxd``), so that each is a C struct member.
-Compiled, the handlers' sums and comparisons are on C integers, not on Python ints: counts and
-prices as C long longs below 2^62 (``_natural``), dollars in engine units as 128-bit integers
-within 2^120 of zero (``_whole``), so that no product or sum of a few can overflow; a value
-that is no int, or is past those bounds, makes the handler hand the event on unchanged (a
+``handle`` checks each event's fields first (``events.check``): the handlers below see only
+counts that are ints >= 0 and costs that are Decimals >= 0. Compiled, the handlers' sums and
+comparisons are on C integers, not on Python ints: counts and prices as C long longs below
+2^62 (``_natural``), dollars in engine units as 128-bit integers within 2^120 of zero
+(``_whole``), so that no product or sum of a few can overflow; a value that is no int (a
+price, a tally), or is past those bounds, makes the handler hand the event on unchanged (a
 request to the general handler, a response's price to the pricer, its checks to the general
 ones). Python ints of many digits cost an allocation for every sum. Interpreted, it is the
 same code on Python ints.
