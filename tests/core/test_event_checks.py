@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from haltwise import (
+    ConfigurationError,
+    Continue,
     Decision,
     Governor,
     Injected,
@@ -37,7 +39,8 @@ from haltwise import (
     stuck,
     timeout,
 )
-from haltwise.engine.events import check
+from haltwise.engine.events import MAX_COUNT, check
+from haltwise.engine.state import MAX_TALLY, TALLY_ROOM
 from haltwise.testing import FakeClock
 
 LIMITS = (
@@ -67,11 +70,12 @@ def governed() -> Governor:
     [
         (
             ModelResponse("gpt-4o", input_tokens="5"),  # type: ignore[arg-type]
-            "ModelResponse.input_tokens='5' is not valid: expected a count, an int >= 0",
+            "ModelResponse.input_tokens='5' is not valid: expected a count, an int from 0 to 2^53",
         ),
         (ModelResponse("gpt-4o", output_tokens=-3), "ModelResponse.output_tokens=-3"),
         (ModelResponse("gpt-4o", output_tokens=2.5), "ModelResponse.output_tokens=2.5"),  # type: ignore[arg-type]
         (ModelResponse("gpt-4o", input_tokens=True), "(not a bool)"),
+        (ModelResponse("gpt-4o", output_tokens=2**53), "output_tokens=9007199254740992 is not"),
         (
             ModelResponse("gpt-4o", input_tokens=10, cache_read_tokens=8, cache_write_tokens=4),
             "cache_read_tokens=8 is not valid: expected cache_read_tokens + cache_write_tokens "
@@ -134,7 +138,7 @@ def test_good_events_of_every_kind_pass() -> None:
         RunStarted("prompt", run_id="r1"),
         TurnStarting(),
         ModelRequest(),
-        ModelRequest("gpt-4o", max_tokens=0, input_tokens=10**30, adjustable=False),
+        ModelRequest("gpt-4o", max_tokens=0, input_tokens=MAX_COUNT, adjustable=False),
         ModelResponse(),
         ModelResponse("m", 10, 5, 4, 6, Decimal("0.01"), "text", 2, "r", answered=False),
         ModelResponse("m", cost=Decimal("-0")),
@@ -216,7 +220,7 @@ def test_any_field_of_any_kind_is_decided_or_refused_by_name(events: list[Any]) 
         except InvalidValueError as error:
             refused = error
         except UnpricedModelError:
-            assert event.model == "no-such-model"  # counted; then the cost limit says so
+            assert event.model != "gpt-4o"  # counted; then the cost limit says it has no price
             continue
         if refused is None:
             assert isinstance(decision, Decision)
@@ -233,3 +237,25 @@ def test_a_long_value_is_cut_in_the_message() -> None:
     assert re.search(r"x\.\.\.x+' \(1,000,003 characters\) is not valid: expected a str", message)
     assert len(message) < 300
     assert raised.value.value == b"x" * 1_000_000  # the value itself is kept whole
+
+
+@pytest.mark.parametrize("limits", [max_tokens(MAX_TALLY), max_turns(5)])
+def test_totals_stop_taking_counts_short_of_a_c_integer(limits: Any) -> None:
+    """The compiled build keeps the totals in C long longs; both builds refuse, by name and
+    counting nothing, a response that could take a total past them. Only counts no provider
+    reports get there: here, a checkpoint's."""
+    governor = Governor(limits, clock=FakeClock())
+    governor.handle(RunStarted("task"))
+    data = governor.checkpoint()
+    for scope in ("run", "session"):
+        data[scope]["input_tokens"] = TALLY_ROOM
+    governor.restore(data)
+    assert isinstance(governor.handle(ModelResponse("m", input_tokens=MAX_COUNT)), Continue)
+    assert governor.usage.input_tokens == TALLY_ROOM + MAX_COUNT <= MAX_TALLY
+    before = governor.checkpoint()
+    with pytest.raises(InvalidValueError, match=r"the token totals=\(.* so that any response"):
+        governor.handle(ModelResponse("m", input_tokens=1))
+    assert governor.checkpoint() == before
+    data[scope]["input_tokens"] = TALLY_ROOM + 1
+    with pytest.raises(ConfigurationError, match="not a haltwise checkpoint"):
+        governor.restore(data)

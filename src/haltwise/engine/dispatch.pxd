@@ -50,7 +50,7 @@ cdef class Dispatch:
     @cython.locals(found=tuple)
     cdef wide _worst(self, object model, long long prompt, long long wanted) except? -2
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int, used=wide, priced=wide)
+                   kind=int, used=wide, priced=wide, counted=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
 
 @cython.locals(natural=cython.longlong)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .decisions import CONTINUE, Block, Decision, Warn, joined
 from .events import ModelRequest, ModelResponse, check
 from .pricing import units
-from .state import MAX_IN_FLIGHT, InFlight, Slot, Tally
+from .state import MAX_IN_FLIGHT, TALLY_ROOM, InFlight, Slot, Tally
 
 if TYPE_CHECKING:
     from . import _pure as cython
@@ -61,6 +61,8 @@ _INPUT = cython.declare(cython.int, 1)
 _OUTPUT = cython.declare(cython.int, 2)
 _TOTAL = cython.declare(cython.int, 3)
 _COST = cython.declare(cython.int, 4)
+#: ``state.TALLY_ROOM`` as a C integer.
+_ROOM = cython.declare(cython.longlong, TALLY_ROOM)
 
 
 class Check:
@@ -285,7 +287,7 @@ class Dispatch:
             wanted = 0 if wanted_given is None else _natural(wanted_given)
             asked = 0 if asked_given is None else _natural(asked_given)
             prompt_run = _natural(prompt_run_given)
-            prompt_session = _natural(session.last_input_tokens) if asked_given is None else asked
+            prompt_session = session.last_input_tokens if asked_given is None else asked
             checks: tuple[Check, ...] | None = self.before_checks
             assert checks is not None
             for check in checks:
@@ -299,7 +301,7 @@ class Dispatch:
                     break
                 cap = check.cap + _whole(slot.extra) + _whole(slot.baseline)
                 if kind == _CALLS:
-                    if _whole(tally.model_calls) >= cap:
+                    if tally.model_calls >= cap:
                         refused = True
                         break
                     continue
@@ -317,17 +319,18 @@ class Dispatch:
                         if check.on_run:
                             worst_run_given = _money(worst)
                     continue
+                # Summed as 128-bit integers (compiled): a total and what is held can pass 2^63.
                 if kind == _INPUT:
-                    used = _whole(tally.input_tokens) + _whole(flight.input_tokens)
+                    used = tally.input_tokens
+                    used += flight.input_tokens
                 elif kind == _OUTPUT:
-                    used = _whole(tally.output_tokens) + _whole(flight.output_tokens)
+                    used = tally.output_tokens
+                    used += flight.output_tokens
                 else:
-                    used = (
-                        _whole(tally.input_tokens)
-                        + _whole(tally.output_tokens)
-                        + _whole(flight.input_tokens)
-                        + _whole(flight.output_tokens)
-                    )
+                    used = tally.input_tokens
+                    used += tally.output_tokens
+                    used += flight.input_tokens
+                    used += flight.output_tokens
                 free = cap - used
                 if kind == _INPUT:
                     if free <= 0 or (asked_given is not None and asked > free):
@@ -353,8 +356,8 @@ class Dispatch:
         else:
             cost = governor.request_cost(model, prompt_run_given, wanted_given) if model else None
         requests.append((event.request_id, model, prompt_run_given, output, cost, ()))
-        flight.input_tokens += prompt_run_given
-        flight.output_tokens += output
+        flight.input_tokens += prompt_run
+        flight.output_tokens += wanted
         if cost is not None:
             flight.cost += cost
         return CONTINUE
@@ -373,7 +376,17 @@ class Dispatch:
         # Mirrors Governor._count_response and _add_usage for an answered response whose
         # request (if any) holds nothing of a shared budget; then the checks after it.
         governor = self.governor
-        if self.early is not None or not event.answered:
+        run = self.run
+        session = self.session
+        if (
+            self.early is not None
+            or not event.answered
+            # A total past TALLY_ROOM takes no more: the general handler says so.
+            or run.input_tokens > _ROOM
+            or run.output_tokens > _ROOM
+            or session.input_tokens > _ROOM
+            or session.output_tokens > _ROOM
+        ):
             return governor._on_model_response(event)
         flight = self.flight
         requests: list[Any] = flight.requests
@@ -414,20 +427,23 @@ class Dispatch:
                 cost = self.unit_price(model, input_tokens, output_tokens, cache_read, cache_write)
         else:
             cost = None
-        run = self.run
-        session = self.session
-        run.input_tokens += input_tokens
-        session.input_tokens += input_tokens
-        run.output_tokens += output_tokens
-        session.output_tokens += output_tokens
-        run.last_input_tokens = input_tokens
-        session.last_input_tokens = input_tokens
+        # Counts of at most MAX_COUNT (events.check), added to totals of at most TALLY_ROOM.
+        counted: int = input_tokens
+        run.input_tokens += counted
+        session.input_tokens += counted
+        run.last_input_tokens = counted
+        session.last_input_tokens = counted
+        counted = output_tokens
+        run.output_tokens += counted
+        session.output_tokens += counted
         if cache_read:
-            run.cache_read_tokens += cache_read
-            session.cache_read_tokens += cache_read
+            counted = cache_read
+            run.cache_read_tokens += counted
+            session.cache_read_tokens += counted
         if cache_write:
-            run.cache_write_tokens += cache_write
-            session.cache_write_tokens += cache_write
+            counted = cache_write
+            run.cache_write_tokens += counted
+            session.cache_write_tokens += counted
         if cost is None:
             run.cost_known = False
             session.cost_known = False
@@ -448,11 +464,12 @@ class Dispatch:
                 if kind == _COST:
                     used = _whole(tally.cost)
                 elif kind == _INPUT:
-                    used = _whole(tally.input_tokens)
+                    used = tally.input_tokens
                 elif kind == _OUTPUT:
-                    used = _whole(tally.output_tokens)
+                    used = tally.output_tokens
                 else:
-                    used = _whole(tally.input_tokens) + _whole(tally.output_tokens)
+                    used = tally.input_tokens
+                    used += tally.output_tokens
                 if not check.fits or used > check.cap + _whole(slot.extra) + _whole(slot.baseline):
                     return governor._after_response(event, cost)
         except (TypeError, OverflowError):

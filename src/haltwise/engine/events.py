@@ -46,6 +46,7 @@ else:
         from . import _pure as cython
 
 __all__ = [
+    "MAX_COUNT",
     "Event",
     "Injected",
     "ModelRequest",
@@ -59,6 +60,11 @@ __all__ = [
     "TurnStarting",
     "check",
 ]
+
+#: The largest count an event may carry (tokens, tool calls): 2^53 - 1, the largest integer a
+#: JSON reader in any language holds exactly, and far past any real response. The governor's
+#: totals of such counts are C integers in the compiled build (``state.py``).
+MAX_COUNT = 2**53 - 1
 
 
 @cython.dataclasses.dataclass(frozen=True)
@@ -204,16 +210,16 @@ Event = (
 # What each kind of field must hold, as the errors say it.
 _TEXT = "a str"
 _TEXT_OR_NONE = "None or a str"
-_COUNT = "a count, an int >= 0 (not a bool)"
-_COUNT_OR_NONE = "None or a count, an int >= 0 (not a bool)"
+_COUNT = "a count, an int from 0 to 2^53 - 1 (not a bool)"
+_COUNT_OR_NONE = f"None or {_COUNT}"
 _FLAG = "True or False"
 
 
 def check(event: object) -> None:
     """Raise ``InvalidValueError`` unless ``event`` is one of these events and each of its
-    fields holds what it says: counts ints >= 0, a cost a finite ``Decimal`` >= 0, texts str
-    (or None where that is allowed), flags bool. ``Governor.handle`` calls it first, so that
-    nothing is counted from an event it cannot count right."""
+    fields holds what it says: counts ints from 0 to ``MAX_COUNT``, a cost a finite ``Decimal``
+    >= 0, texts str (or None where that is allowed), flags bool. ``Governor.handle`` calls it
+    first, so that nothing is counted from an event it cannot count right."""
     # The most frequent first.
     if type(event) is ToolResult:
         _check_tool_result(event)
@@ -350,11 +356,11 @@ def _integer(value: object) -> bool:
 
 
 def _count(value: object) -> bool:
-    return _integer(value) and value >= 0  # type: ignore[operator]
+    return _integer(value) and 0 <= value <= MAX_COUNT  # type: ignore[operator]
 
 
 def _count_or_none(value: object) -> bool:
-    return value is None or (_integer(value) and value >= 0)  # type: ignore[operator]
+    return value is None or _count(value)
 
 
 def _dollars_or_none(value: object) -> bool:

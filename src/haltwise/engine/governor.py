@@ -65,7 +65,7 @@ from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer, UnitPricer, in_units, units
-from .state import MAX_IN_FLIGHT, Hold, InFlight, Reservation, Slot, Tally
+from .state import MAX_IN_FLIGHT, Hold, InFlight, Reservation, Slot, Tally, room_for
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
@@ -721,6 +721,8 @@ class Governor:
         return CONTINUE
 
     def _on_model_request(self, event: ModelRequest) -> Decision:
+        if len(self._in_flight.requests) >= MAX_IN_FLIGHT:
+            room_for(self._run, self._session)  # the oldest request will be counted
         if self._pre_request:
             decision = self._pre(self._pre_request, event)
             if decision is not None:
@@ -845,6 +847,7 @@ class Governor:
 
     def _count_response(self, event: ModelResponse) -> int | None:
         """Count a response's usage (or, unanswered, its request's reservation)."""
+        room_for(self._run, self._session)  # before anything is taken or counted
         in_flight = self._in_flight
         reservation = None
         if in_flight.requests:

@@ -39,7 +39,7 @@ from .dispatch import COMPILED, Check
 from .events import ModelRequest, ModelResponse, ToolCall, TurnStarting
 from .limits import Leaf, _MaxCost, _MaxModelCalls, _MaxTokens, _MaxToolCalls, _MaxTurns
 from .pricing import units
-from .state import MAX_IN_FLIGHT, Slot
+from .state import MAX_IN_FLIGHT, TALLY_ROOM, Slot
 
 if TYPE_CHECKING:
     from .governor import Governor
@@ -345,9 +345,15 @@ class _Plan:
     def _model_response(self, pre: tuple[_Check, ...], post: tuple[_Check, ...]) -> list[str]:
         # Mirrors Governor._count_response and _add_usage for an answered response whose
         # request (if any) holds nothing of a shared budget; then the checks after it.
+        room = f"> {TALLY_ROOM}"  # a total past it takes no more: the general handler says so
         lines = [
             "def on_model_response(event):",
-            "    if dispatch.early is not None or not event.answered:",
+            "    if (",
+            "        dispatch.early is not None",
+            "        or not event.answered",
+            f"        or run.input_tokens {room} or run.output_tokens {room}",
+            f"        or session.input_tokens {room} or session.output_tokens {room}",
+            "    ):",
             "        return governor._on_model_response(event)",
             "    if requests:",
             "        request_id = event.request_id",
@@ -372,11 +378,8 @@ class _Plan:
             lines += [
                 "    elif model:",
                 "        found = flat.get(model)",
-                "        if (",
-                "            found is None",
-                "            or (input_tokens | output_tokens | cache_read | cache_write) < 0",
-                "            or cache_read + cache_write > input_tokens",
-                "        ):",
+                # The counts are ints >= 0, the cached tokens among the input ones (check).
+                "        if found is None:",
                 "            cost = unit_price(",
                 "                model, input_tokens, output_tokens, cache_read, cache_write",
                 "            )",

@@ -1,14 +1,16 @@
 # state.py's classes, compiled as extension types whose attributes the compiled dispatch
-# (dispatch.py) reads and writes as C struct members. Every attribute is a Python object, as
-# in state.py, and public: limits and the governor use them as Python attributes.
+# (dispatch.py) reads and writes as C struct members. Every attribute is public: limits and the
+# governor use them as Python attributes. The counts are C long longs (at most MAX_TALLY, which
+# state.py keeps them under in both builds); the rest are Python objects, as in state.py.
 
 cdef class Tally:
-    cdef public object cache_read_tokens, cache_write_tokens, cost, cost_known, in_flight
-    cdef public object input_tokens, last_input_tokens, model_calls, output_tokens, started_at
-    cdef public object tool_calls, tool_calls_by_name, turns
+    cdef public long long turns, model_calls, tool_calls, input_tokens, output_tokens
+    cdef public long long cache_read_tokens, cache_write_tokens, last_input_tokens
+    cdef public object cost, cost_known, in_flight, started_at, tool_calls_by_name
 
 cdef class InFlight:
-    cdef public object cost, input_tokens, output_tokens, requests
+    cdef public long long input_tokens, output_tokens
+    cdef public object cost, requests
 
 cdef class Slot:
     cdef public object baseline, extra, state, tally, tripped, warned

@@ -2,6 +2,12 @@
 
 These are internal: limits read them, the governor writes them. Users see immutable snapshots
 (``Usage``, ``LimitStatus``) instead.
+
+Compiled (``state.pxd``), a tally's counts are C long longs, so that the dispatch adds to them
+without making a Python int for every sum. Both builds keep them in range alike: an event
+carries counts of at most ``MAX_COUNT`` (``events.check``), a token total that has passed
+``TALLY_ROOM`` takes no more (``room_for``, before a response or a request's reservation is
+counted), and a checkpoint's totals are read only when they are at most ``TALLY_ROOM``.
 """
 
 from __future__ import annotations
@@ -9,12 +15,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from .errors import InvalidValueError
+from .events import MAX_COUNT
 from .ledger import Budget
 from .outcome import Usage
 from .pricing import dollars, units
 
 __all__ = [
     "MAX_IN_FLIGHT",
+    "MAX_TALLY",
+    "TALLY_ROOM",
     "Hold",
     "InFlight",
     "Reservation",
@@ -22,7 +32,16 @@ __all__ = [
     "Tally",
     "budget_from_list",
     "budget_to_list",
+    "room_for",
 ]
+
+#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
+MAX_IN_FLIGHT = 256
+#: The largest count a tally holds: a C long long's, compiled.
+MAX_TALLY = 2**63 - 1
+#: A token total at most this has room for one more response and for every request in flight
+#: counted at what it reserved, each adding at most ``MAX_COUNT`` to a total.
+TALLY_ROOM = MAX_TALLY - (MAX_IN_FLIGHT + 1) * MAX_COUNT
 
 
 class Tally:
@@ -106,18 +125,44 @@ class Tally:
         }
 
     def load(self, data: dict[str, Any], now: float) -> None:
-        self.turns = int(data["turns"])
-        self.model_calls = int(data["model_calls"])
-        self.tool_calls = int(data["tool_calls"])
-        self.tool_calls_by_name = {str(k): int(v) for k, v in data["tool_calls_by_name"].items()}
-        self.input_tokens = int(data["input_tokens"])
-        self.output_tokens = int(data["output_tokens"])
-        self.cache_read_tokens = int(data["cache_read_tokens"])
-        self.cache_write_tokens = int(data["cache_write_tokens"])
-        self.last_input_tokens = int(data["last_input_tokens"])
+        # Events are counted one at a time: no run reaches MAX_COUNT of them.
+        self.turns = _counted(data["turns"], MAX_COUNT)
+        self.model_calls = _counted(data["model_calls"], MAX_COUNT)
+        self.tool_calls = _counted(data["tool_calls"], MAX_COUNT)
+        self.tool_calls_by_name = {
+            str(k): _counted(v, MAX_COUNT) for k, v in data["tool_calls_by_name"].items()
+        }
+        self.input_tokens = _counted(data["input_tokens"], TALLY_ROOM)
+        self.output_tokens = _counted(data["output_tokens"], TALLY_ROOM)
+        self.cache_read_tokens = _counted(data["cache_read_tokens"], TALLY_ROOM)
+        self.cache_write_tokens = _counted(data["cache_write_tokens"], TALLY_ROOM)
+        self.last_input_tokens = _counted(data["last_input_tokens"], MAX_COUNT)
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+            raise ValueError("more cached tokens than input tokens")
         self.cost = units(Decimal(data["cost"]))
         self.cost_known = bool(data["cost_known"])
         self.started_at = now - float(data["elapsed"])
+
+
+def room_for(run: Tally, session: Tally) -> None:
+    """Raise ``InvalidValueError`` when a token total of ``run`` or ``session`` has passed
+    ``TALLY_ROOM``: only counts no provider reports get there."""
+    for tally in (run, session):
+        if tally.input_tokens > TALLY_ROOM or tally.output_tokens > TALLY_ROOM:
+            raise InvalidValueError(
+                "the token totals",
+                (tally.input_tokens, tally.output_tokens),
+                f"totals of at most {TALLY_ROOM:,} tokens, so that any response can be "
+                "counted: such totals come only from token counts no provider reports",
+            )
+
+
+def _counted(value: Any, most: int) -> int:
+    """A checkpoint's count: an int from 0 to ``most`` (ValueError otherwise)."""
+    count = int(value)
+    if not 0 <= count <= most:
+        raise ValueError(f"a count of {count:,} is not from 0 to {most:,}")
+    return count
 
 
 #: What a request holds of one shared budget: (budget, grant id, amount, the shared limit that
@@ -127,10 +172,6 @@ Hold = tuple[Budget, str, int, Any]
 #: cost in engine units when a cost limit priced it, its shared-budget holds). A tuple: one is
 #: made for every request.
 Reservation = tuple[str, str, int, int, "int | None", "tuple[Hold, ...]"]
-
-
-#: Requests in flight held at once; past this, the oldest counts as sent and never answered.
-MAX_IN_FLIGHT = 256
 
 
 class InFlight:
@@ -195,6 +236,8 @@ class InFlight:
     @staticmethod
     def from_list(data: list[Any]) -> list[Reservation]:
         """Reservations from ``to_list``; raises ValueError or TypeError on anything else."""
+        if len(data) > MAX_IN_FLIGHT:
+            raise ValueError(f"{len(data)} requests in flight, more than {MAX_IN_FLIGHT}")
         reservations: list[Reservation] = []
         for request_id, model, prompt, output, cost, *rest in data:
             holds = tuple(
@@ -205,8 +248,8 @@ class InFlight:
                 (
                     str(request_id),
                     str(model),
-                    int(prompt),
-                    int(output),
+                    _counted(prompt, MAX_COUNT),
+                    _counted(output, MAX_COUNT),
                     None if cost is None else units(Decimal(cost)),
                     holds,
                 )
