@@ -65,7 +65,7 @@ events = st.one_of(
         cost=st.none() | money,
         text=st.none() | text,
         tool_calls=st.integers(0, 5),
-    ),
+    ).filter(lambda response: response.cache_read_tokens <= response.input_tokens),
     st.builds(
         ToolCall,
         name=text,

@@ -38,6 +38,7 @@ from .engine.events import (
     ToolResult,
     TurnEnded,
     TurnStarting,
+    check,
 )
 from .engine.outcome import Outcome, Usage
 
@@ -136,6 +137,7 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
         event: Event = cls(**kwargs)
     except TypeError as error:
         raise InvalidValueError(name, dict(data), f"the fields of {name}: {error}") from None
+    check(event)  # each field holds what the governor will take
     return event
 
 
@@ -251,4 +253,6 @@ def _read(stream: IO[str], name: str) -> Iterator[LogLine]:
             try:
                 yield LogLine(number, event=event_from_dict(data))
             except InvalidValueError as error:
-                raise InvalidValueError(where, error.value, error.valid) from None
+                # "file:line ModelResponse.input_tokens='12' is not valid: expected ..."
+                source = f"{where} {error.source}"
+                raise InvalidValueError(source, error.value, error.valid) from None

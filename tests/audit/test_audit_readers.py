@@ -205,6 +205,41 @@ def test_a_malformed_file_names_the_file_and_the_position_and_the_rest_still_run
     assert {run.meta.run_id for run in runs} == {"task1-trial0", "support-42"}
 
 
+def test_usage_no_event_can_carry_is_read_as_unknown_or_within_the_prompt(tmp_path: Path) -> None:
+    """A transcript's impossible usage neither stops the audit nor reaches the governor: a
+    count past 2^53 - 1 is unknown (0), and cached tokens are at most the prompt's."""
+
+    def usage(prompt: int, cached: int) -> dict[str, object]:
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "one", "usage": usage(5, 10)},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "two", "usage": usage(2**60, 0)},
+    ]
+    (tmp_path / "chat.json").write_text(json.dumps(messages))
+    (run,) = _runs(tmp_path)
+    responses = [event for event in run.events if isinstance(event, ModelResponse)]
+    assert [(r.input_tokens, r.cache_read_tokens) for r in responses] == [(5, 5), (0, 0)]
+
+
+def test_a_logged_event_with_a_bad_field_names_the_line_and_the_field(tmp_path: Path) -> None:
+    lines = [
+        {"type": "RunStarted", "prompt": "x"},
+        {"type": "TurnStarting"},
+        {"type": "ModelResponse", "model": "gpt-4o", "input_tokens": "12"},
+    ]
+    (tmp_path / "run.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (error,) = [item for item in read_paths([tmp_path]) if isinstance(item, ReadError)]
+    assert error.position == "line 3"
+    assert error.message.startswith("ModelResponse.input_tokens='12' is not valid: a count")
+
+
 def test_json_lists_are_read_item_by_item(tmp_path: Path) -> None:
     results = [
         {

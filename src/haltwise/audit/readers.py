@@ -50,6 +50,7 @@ import orjson
 
 from ..engine.errors import InvalidValueError
 from ..engine.events import (
+    MAX_COUNT,
     Event,
     Injected,
     ModelRequest,
@@ -235,10 +236,11 @@ class Reader:
                 str(path), f"line {error.lineno}, column {error.colno}", f"bad JSON: {error.msg}"
             )
         except InvalidValueError as error:
-            # The event log names "file:line" as the source of a bad line.
-            line = str(error.source).rpartition(":")[2]
-            position = f"line {line}" if line.isdigit() else ""
-            yield ReadError(str(path), position, f"{error.value!r} is not valid: {error.valid}")
+            # The event log names "file:line what" as the source of a bad line.
+            named = _LOG_SOURCE.fullmatch(str(error.source))
+            position = f"line {named[1]}" if named else ""
+            shown = f"{named[2]}={error.value!r}" if named and named[2] else repr(error.value)
+            yield ReadError(str(path), position, f"{shown} is not valid: {error.valid}")
         except (OSError, UnicodeDecodeError) as error:
             yield ReadError(str(path), "", f"cannot be read: {error}")
 
@@ -340,6 +342,10 @@ class _Labels:
         if folder not in self._models:
             self._models[folder] = _model_beside(folder, known)
         return self._models[folder]
+
+
+#: The source an event log gives a bad line: "file:line", then what on it was bad.
+_LOG_SOURCE = re.compile(r".*:(\d+)(?: (.+))?", re.DOTALL)
 
 
 def _load(path: Path) -> Any:
@@ -470,7 +476,11 @@ def _list(value: Any) -> list[Any]:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A recorded count, or 0 (unknown) for what is not one: not an int, negative, or past
+    what any event may carry (``MAX_COUNT``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_COUNT:
+        return value
+    return 0
 
 
 def _money(value: Any) -> Decimal | None:
@@ -508,7 +518,9 @@ def _turn(
             model=model,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
+            # The cached tokens are among the prompt's; a record saying more has one of the two
+            # wrong, and the prompt's count is the one the limits read.
+            cache_read_tokens=min(cache_read, input_tokens),
             cost=cost,
             text=text,
             tool_calls=len(calls),
