@@ -15,16 +15,9 @@ cdef class ToolCall:
 cdef class ToolResult:
     cdef readonly object name, content, call_id, is_error, exit_code
 
-# The governor's check of each event where it comes in, and its parts, called in C.
+# The governor's check of each event where it comes in, and its tests of the common case.
 cpdef object check(object event)
-cdef object _check_model_request(ModelRequest request)
-cdef object _check_model_response(ModelResponse response)
-cdef object _check_tool_call(ToolCall call)
-cdef object _check_tool_result(ToolResult result)
-cdef bint _text(object value)
-cdef bint _text_or_none(object value)
-cdef bint _flag(object value)
-cdef bint _integer(object value)
-cdef bint _count(object value) except -1
-cdef bint _count_or_none(object value) except -1
-cdef bint _dollars_or_none(object value) except -1
+cdef bint _plain_tool_result(ToolResult result) except -1
+cdef bint _plain_tool_call(ToolCall call) except -1
+cdef bint _plain_model_response(ModelResponse response) except -1
+cdef bint _plain_model_request(ModelRequest request) except -1

@@ -28,9 +28,9 @@ counts stay as they were.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidValueError
 
@@ -207,88 +207,68 @@ Event = (
 )
 
 
-# What each kind of field must hold, as the errors say it.
-_TEXT = "a str"
-_TEXT_OR_NONE = "None or a str"
-_COUNT = "a count, an int from 0 to 2^53 - 1 (not a bool)"
-_COUNT_OR_NONE = f"None or {_COUNT}"
-_FLAG = "True or False"
-
-
 def check(event: object) -> None:
     """Raise ``InvalidValueError`` unless ``event`` is one of these events and each of its
     fields holds what it says: counts ints from 0 to ``MAX_COUNT``, a cost a finite ``Decimal``
     >= 0, texts str (or None where that is allowed), flags bool. ``Governor.handle`` calls it
-    first, so that nothing is counted from an event it cannot count right."""
-    # The most frequent first.
+    first, so that nothing is counted from an event it cannot count right.
+
+    The frequent events are first tested for the common case (exact types, in range) in one
+    expression each: interpreted, that costs a fraction of reading ``_FIELDS``, which also takes
+    subclasses of int and str and names the first field that is wrong."""
     if type(event) is ToolResult:
-        _check_tool_result(event)
+        if _plain_tool_result(event):
+            return
     elif type(event) is ToolCall:
-        _check_tool_call(event)
+        if _plain_tool_call(event):
+            return
     elif type(event) is ModelResponse:
-        _check_model_response(event)
+        if _plain_model_response(event):
+            return
     elif type(event) is ModelRequest:
-        _check_model_request(event)
+        if _plain_model_request(event):
+            return
     elif type(event) is TurnStarting:
-        pass
-    elif type(event) is TurnEnded:
-        if not _text_or_none(event.text):
-            _invalid(event, "text", _TEXT_OR_NONE)
-    elif type(event) is RunStarted:
-        if not _text(event.prompt):
-            _invalid(event, "prompt", _TEXT)
-        if not _text_or_none(event.run_id):
-            _invalid(event, "run_id", _TEXT_OR_NONE)
-    elif type(event) is RunEnded:
-        if not _text_or_none(event.output):
-            _invalid(event, "output", _TEXT_OR_NONE)
-    elif type(event) is Injected:
-        if not _text(event.text):
-            _invalid(event, "text", _TEXT)
-    elif type(event) is Progress:
-        _check_progress(event)
-    else:
+        return
+    fields = _FIELDS.get(type(event))
+    if fields is None:
         raise InvalidValueError(
             "Governor.handle(event)", event, "one of the events in haltwise.events"
         )
+    for field, holds, expected in fields:
+        if not holds(event):
+            source = f"{type(event).__name__}.{field}"
+            raise InvalidValueError(source, getattr(event, field), expected)
 
 
-# Each check of a frequent event first tests the common case (exact types, in range) in one
-# expression, which interpreted costs a fraction of the field-by-field checks below it; those
-# also take subclasses, and name the first field that is wrong.
+def _plain_tool_result(result: ToolResult) -> bool:
+    exit_code = result.exit_code
+    return (
+        type(result.name) is str
+        and type(result.content) is str
+        and type(result.call_id) is str
+        and type(result.is_error) is bool
+        and (exit_code is None or type(exit_code) is int)
+    )
 
 
-def _check_model_request(request: ModelRequest) -> None:
-    wanted = request.max_tokens
-    prompt = request.input_tokens
-    if (
-        type(request.model) is str
-        and (wanted is None or (type(wanted) is int and 0 <= wanted <= MAX_COUNT))
-        and (prompt is None or (type(prompt) is int and 0 <= prompt <= MAX_COUNT))
-        and type(request.request_id) is str
-        and type(request.adjustable) is bool
-    ):
-        return
-    if not _text(request.model):
-        _invalid(request, "model", _TEXT)
-    if not _count_or_none(request.max_tokens):
-        _invalid(request, "max_tokens", _COUNT_OR_NONE)
-    if not _count_or_none(request.input_tokens):
-        _invalid(request, "input_tokens", _COUNT_OR_NONE)
-    if not _text(request.request_id):
-        _invalid(request, "request_id", _TEXT)
-    if not _flag(request.adjustable):
-        _invalid(request, "adjustable", _FLAG)
+def _plain_tool_call(call: ToolCall) -> bool:
+    arguments = call.arguments
+    return (
+        type(call.name) is str
+        and (type(arguments) is str or type(arguments) is dict)
+        and type(call.call_id) is str
+    )
 
 
-def _check_model_response(response: ModelResponse) -> None:
+def _plain_model_response(response: ModelResponse) -> bool:
     prompt = response.input_tokens
     read = response.cache_read_tokens
     written = response.cache_write_tokens
     output = response.output_tokens
     calls = response.tool_calls
     cost = response.cost
-    if (
+    return (
         type(response.model) is str
         and type(prompt) is int
         and type(read) is int
@@ -304,116 +284,42 @@ def _check_model_response(response: ModelResponse) -> None:
         and 0 <= calls <= MAX_COUNT
         and type(response.request_id) is str
         and type(response.answered) is bool
-    ):
-        return
-    if not _text(response.model):
-        _invalid(response, "model", _TEXT)
-    if not _count(response.input_tokens):
-        _invalid(response, "input_tokens", _COUNT)
-    if not _count(response.output_tokens):
-        _invalid(response, "output_tokens", _COUNT)
-    if not _count(response.cache_read_tokens):
-        _invalid(response, "cache_read_tokens", _COUNT)
-    if not _count(response.cache_write_tokens):
-        _invalid(response, "cache_write_tokens", _COUNT)
-    cached = response.cache_read_tokens + response.cache_write_tokens
-    if cached and cached > response.input_tokens:
-        _invalid(
-            response,
-            "cache_read_tokens" if response.cache_read_tokens else "cache_write_tokens",
-            "cache_read_tokens + cache_write_tokens at most input_tokens "
-            f"({response.input_tokens}), which counts the cached tokens too",
-        )
-    if not _dollars_or_none(response.cost):
-        _invalid(
-            response,
-            "cost",
-            "None or a finite Decimal of dollars >= 0, such as Decimal('0.0042') (a float is "
-            "not exact: pass Decimal(str(x)))",
-        )
-    if not _text_or_none(response.text):
-        _invalid(response, "text", _TEXT_OR_NONE)
-    if not _count(response.tool_calls):
-        _invalid(response, "tool_calls", _COUNT)
-    if not _text(response.request_id):
-        _invalid(response, "request_id", _TEXT)
-    if not _flag(response.answered):
-        _invalid(response, "answered", _FLAG)
+    )
 
 
-def _check_tool_call(call: ToolCall) -> None:
-    arguments = call.arguments
-    if (
-        type(call.name) is str
-        and (type(arguments) is str or type(arguments) is dict)
-        and type(call.call_id) is str
-    ):
-        return
-    if not _text(call.name):
-        _invalid(call, "name", _TEXT)
-    if type(arguments) is not dict and not _text(arguments) and not isinstance(arguments, Mapping):
-        _invalid(call, "arguments", "a mapping of the arguments, or the JSON text of them")
-    if not _text(call.call_id):
-        _invalid(call, "call_id", _TEXT)
-
-
-def _check_tool_result(result: ToolResult) -> None:
-    exit_code = result.exit_code
-    if (
-        type(result.name) is str
-        and type(result.content) is str
-        and type(result.call_id) is str
-        and type(result.is_error) is bool
-        and (exit_code is None or type(exit_code) is int)
-    ):
-        return
-    if not _text(result.name):
-        _invalid(result, "name", _TEXT)
-    if not _text(result.content):
-        _invalid(result, "content", "a str: the tool's output as text")
-    if not _text(result.call_id):
-        _invalid(result, "call_id", _TEXT)
-    if not _flag(result.is_error):
-        _invalid(result, "is_error", _FLAG)
-    if exit_code is not None and not _integer(exit_code):
-        _invalid(result, "exit_code", "None or an int")
-
-
-def _check_progress(progress: Progress) -> None:
-    if not _text(progress.metric):
-        _invalid(progress, "metric", _TEXT)
-    value = progress.value
-    if value is not None and not (
-        (_integer(value) or isinstance(value, float)) and math.isfinite(value)
-    ):
-        _invalid(progress, "value", "None or a finite number")
-    if not _text(progress.note):
-        _invalid(progress, "note", _TEXT)
+def _plain_model_request(request: ModelRequest) -> bool:
+    wanted = request.max_tokens
+    prompt = request.input_tokens
+    return (
+        type(request.model) is str
+        and (wanted is None or (type(wanted) is int and 0 <= wanted <= MAX_COUNT))
+        and (prompt is None or (type(prompt) is int and 0 <= prompt <= MAX_COUNT))
+        and type(request.request_id) is str
+        and type(request.adjustable) is bool
+    )
 
 
 def _text(value: object) -> bool:
-    return type(value) is str or isinstance(value, str)
+    return isinstance(value, str)
 
 
 def _text_or_none(value: object) -> bool:
-    return value is None or type(value) is str or isinstance(value, str)
-
-
-def _flag(value: object) -> bool:
-    return type(value) is bool
-
-
-def _integer(value: object) -> bool:
-    """Whether ``value`` is an int (a subclass will do) other than a bool."""
-    return type(value) is int or (isinstance(value, int) and type(value) is not bool)
+    return value is None or isinstance(value, str)
 
 
 def _count(value: object) -> bool:
-    return _integer(value) and 0 <= value <= MAX_COUNT  # type: ignore[operator]
+    """Whether ``value`` is an int (a subclass will do, but not a bool) from 0 to MAX_COUNT."""
+    return isinstance(value, int) and type(value) is not bool and 0 <= value <= MAX_COUNT
 
 
 def _count_or_none(value: object) -> bool:
     return value is None or _count(value)
+
+
+def _number_or_none(value: object) -> bool:
+    if value is None or (isinstance(value, int) and type(value) is not bool):
+        return True  # an int of any size is finite (and math.isfinite cannot take every one)
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _dollars_or_none(value: object) -> bool:
@@ -421,5 +327,83 @@ def _dollars_or_none(value: object) -> bool:
     return value is None or (isinstance(value, Decimal) and value.is_finite() and value >= 0)
 
 
-def _invalid(event: object, field: str, expected: str) -> NoReturn:
-    raise InvalidValueError(f"{type(event).__name__}.{field}", getattr(event, field), expected)
+# What each kind of field must hold, as the errors say it.
+_TEXT = "a str"
+_TEXT_OR_NONE = "None or a str"
+_COUNT = "a count, an int from 0 to 2^53 - 1 (not a bool)"
+_COUNT_OR_NONE = f"None or {_COUNT}"
+_FLAG = "True or False"
+
+#: Each event's fields in order, each with a test of the event and what the field must hold.
+_FIELDS: dict[type, tuple[tuple[str, Callable[[Any], bool], str], ...]] = {
+    RunStarted: (
+        ("prompt", lambda event: _text(event.prompt), _TEXT),
+        ("run_id", lambda event: _text_or_none(event.run_id), _TEXT_OR_NONE),
+    ),
+    ModelRequest: (
+        ("model", lambda event: _text(event.model), _TEXT),
+        ("max_tokens", lambda event: _count_or_none(event.max_tokens), _COUNT_OR_NONE),
+        ("input_tokens", lambda event: _count_or_none(event.input_tokens), _COUNT_OR_NONE),
+        ("request_id", lambda event: _text(event.request_id), _TEXT),
+        ("adjustable", lambda event: type(event.adjustable) is bool, _FLAG),
+    ),
+    ModelResponse: (
+        ("model", lambda event: _text(event.model), _TEXT),
+        ("input_tokens", lambda event: _count(event.input_tokens), _COUNT),
+        ("output_tokens", lambda event: _count(event.output_tokens), _COUNT),
+        ("cache_read_tokens", lambda event: _count(event.cache_read_tokens), _COUNT),
+        ("cache_write_tokens", lambda event: _count(event.cache_write_tokens), _COUNT),
+        (
+            "cache_read_tokens",
+            lambda event: event.cache_read_tokens <= event.input_tokens,
+            "at most input_tokens, which counts the cached tokens too",
+        ),
+        (
+            "cache_write_tokens",
+            lambda event: event.cache_write_tokens <= event.input_tokens - event.cache_read_tokens,
+            "at most input_tokens less cache_read_tokens: input_tokens counts the cached tokens "
+            "too",
+        ),
+        (
+            "cost",
+            lambda event: _dollars_or_none(event.cost),
+            "None or a finite Decimal of dollars >= 0, such as Decimal('0.0042') (a float is "
+            "not exact: pass Decimal(str(x)))",
+        ),
+        ("text", lambda event: _text_or_none(event.text), _TEXT_OR_NONE),
+        ("tool_calls", lambda event: _count(event.tool_calls), _COUNT),
+        ("request_id", lambda event: _text(event.request_id), _TEXT),
+        ("answered", lambda event: type(event.answered) is bool, _FLAG),
+    ),
+    ToolCall: (
+        ("name", lambda event: _text(event.name), _TEXT),
+        (
+            "arguments",
+            lambda event: isinstance(event.arguments, str | Mapping),
+            "a mapping of the arguments, or the JSON text of them",
+        ),
+        ("call_id", lambda event: _text(event.call_id), _TEXT),
+    ),
+    ToolResult: (
+        ("name", lambda event: _text(event.name), _TEXT),
+        ("content", lambda event: _text(event.content), "a str: the tool's output as text"),
+        ("call_id", lambda event: _text(event.call_id), _TEXT),
+        ("is_error", lambda event: type(event.is_error) is bool, _FLAG),
+        (
+            "exit_code",
+            lambda event: (
+                event.exit_code is None
+                or (isinstance(event.exit_code, int) and type(event.exit_code) is not bool)
+            ),
+            "None or an int",
+        ),
+    ),
+    TurnEnded: (("text", lambda event: _text_or_none(event.text), _TEXT_OR_NONE),),
+    Injected: (("text", lambda event: _text(event.text), _TEXT),),
+    Progress: (
+        ("metric", lambda event: _text(event.metric), _TEXT),
+        ("value", lambda event: _number_or_none(event.value), "None or a finite number"),
+        ("note", lambda event: _text(event.note), _TEXT),
+    ),
+    RunEnded: (("output", lambda event: _text_or_none(event.output), _TEXT_OR_NONE),),
+}
