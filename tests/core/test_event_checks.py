@@ -1,7 +1,8 @@
 """The governor checks every event where it comes in (``events.check``): a field of the wrong
 kind gets one ``InvalidValueError`` naming the event, the field and what it should hold, from
 ``Governor.handle`` itself, and nothing is counted from the event (the checkpoint is unchanged).
-Both builds run these tests (``scripts/test.sh``).
+A checkpoint is checked whole before it is restored. Both builds run these tests
+(``scripts/test.sh``).
 """
 
 from __future__ import annotations
@@ -261,3 +262,40 @@ def test_totals_stop_taking_counts_short_of_a_c_integer(limits: Any) -> None:
     data[scope]["input_tokens"] = TALLY_ROOM + 1
     with pytest.raises(ConfigurationError, match="not a haltwise checkpoint"):
         governor.restore(data)
+
+
+def _checkpoint_paths(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a checkpoint's JSON that holds a value."""
+    if isinstance(data, dict):
+        return [p for key, value in data.items() for p in _checkpoint_paths(value, (*path, key))]
+    if isinstance(data, list):
+        return [p for i, value in enumerate(data) for p in _checkpoint_paths(value, (*path, i))]
+    return [path]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_checkpoint_with_any_value_anywhere_restores_whole_or_not_at_all(data: Any) -> None:
+    """A value of any kind in any place of a checkpoint either restores or is refused as no
+    checkpoint, and a refused one leaves the governor exactly as it was."""
+    source = governed()
+    source.handle(ModelResponse("gpt-4o", input_tokens=1_000, output_tokens=20))
+    source.handle(ToolCall("search", {"q": 1}))
+    source.handle(ModelRequest("gpt-4o", max_tokens=300))
+    saved = source.checkpoint()
+    path = data.draw(st.sampled_from(_checkpoint_paths(saved)))
+    place = saved
+    for key in path[:-1]:
+        place = place[key]
+    place[path[-1]] = data.draw(_ANY)
+    governor = governed()
+    governor.handle(ModelResponse("gpt-4o", input_tokens=7, output_tokens=3))
+    before = governor.checkpoint()
+    refused: ConfigurationError | None = None
+    try:
+        governor.restore(saved)
+    except ConfigurationError as error:
+        refused = error
+    if refused is not None:
+        assert "not a haltwise checkpoint" in str(refused)
+        assert governor.checkpoint() == before

@@ -626,24 +626,35 @@ class Governor:
         if isinstance(data, str):
             data = self._ledger.load_checkpoint(data)
         with self.lock:
+            # Everything is read and checked before anything changes: a checkpoint that is not
+            # one leaves the governor as it was.
             try:
                 now = self._clock()
-                self._run.load(data["run"], now)
-                self._session.load(data["session"], now)
+                run = Tally.read(data["run"], now)
+                session = Tally.read(data["session"], now)
                 saved = {entry["limit"]: entry for entry in data["slots"]}
-                for leaf in self._leaves:
-                    entry = saved.get(repr(leaf))
-                    if entry is not None:
-                        slot = self._slots[leaf]
-                        slot.baseline = leaf.load(entry["baseline"])
-                        slot.extra = leaf.load(entry["extra"])
-                self._run_id = str(data["run_id"])
-                self._prompt = str(data.get("prompt", ""))
-                self._last_text = data.get("last_text")
+                rounds = [
+                    (self._slots[leaf], leaf.load(entry["baseline"]), leaf.load(entry["extra"]))
+                    for leaf in self._leaves
+                    if (entry := saved.get(repr(leaf))) is not None
+                ]
+                run_id = str(data["run_id"])
+                prompt = str(data.get("prompt", ""))
+                last_text = data.get("last_text")
+                if last_text is not None and not isinstance(last_text, str):
+                    raise TypeError(f"last_text is {type(last_text).__name__}, not str")
                 in_flight = InFlight.from_list(data.get("in_flight", []))
-                self._budgets.load(data.get("unsettled", []))
-            except (KeyError, TypeError, ValueError, ArithmeticError) as error:
+                self._budgets.load(data.get("unsettled", []))  # last: it swaps in a new list
+            except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as error:
                 raise ConfigurationError(f"not a haltwise checkpoint: {error!r}") from error
+            self._run.load(run)
+            self._session.load(session)
+            for slot, baseline, extra in rounds:
+                slot.baseline = baseline
+                slot.extra = extra
+            self._run_id = run_id
+            self._prompt = prompt
+            self._last_text = last_text
             self._in_flight.clear()
             for reservation in in_flight:
                 self._spend(reservation)

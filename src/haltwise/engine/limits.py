@@ -512,8 +512,12 @@ class Leaf(Limit):
         return value
 
     def load(self, value: Any) -> Any:
-        """The inverse of ``dump``."""
-        return value
+        """The inverse of ``dump``: a number (ValueError for anything else)."""
+        if isinstance(value, int) and type(value) is not bool:
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+        raise ValueError(f"{value!r} is not an amount of {self!r}")
 
     #: Whether ``allowance`` can lower a request's ``max_tokens`` (token limits).
     allows = False

@@ -124,24 +124,37 @@ class Tally:
             "elapsed": self.elapsed(now),
         }
 
-    def load(self, data: dict[str, Any], now: float) -> None:
-        # Events are counted one at a time: no run reaches MAX_COUNT of them.
-        self.turns = _counted(data["turns"], MAX_COUNT)
-        self.model_calls = _counted(data["model_calls"], MAX_COUNT)
-        self.tool_calls = _counted(data["tool_calls"], MAX_COUNT)
-        self.tool_calls_by_name = {
-            str(k): _counted(v, MAX_COUNT) for k, v in data["tool_calls_by_name"].items()
-        }
-        self.input_tokens = _counted(data["input_tokens"], TALLY_ROOM)
-        self.output_tokens = _counted(data["output_tokens"], TALLY_ROOM)
-        self.cache_read_tokens = _counted(data["cache_read_tokens"], TALLY_ROOM)
-        self.cache_write_tokens = _counted(data["cache_write_tokens"], TALLY_ROOM)
-        self.last_input_tokens = _counted(data["last_input_tokens"], MAX_COUNT)
-        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+    @staticmethod
+    def read(data: dict[str, Any], now: float) -> dict[str, Any]:
+        """The attributes a checkpoint's counts (``to_dict``) restore, every one checked before
+        any tally changes (``load``); KeyError, TypeError or ValueError on anything else."""
+        prompts = _counted(data["input_tokens"], TALLY_ROOM)
+        read = _counted(data["cache_read_tokens"], TALLY_ROOM)
+        written = _counted(data["cache_write_tokens"], TALLY_ROOM)
+        if read + written > prompts:
             raise ValueError("more cached tokens than input tokens")
-        self.cost = units(Decimal(data["cost"]))
-        self.cost_known = bool(data["cost_known"])
-        self.started_at = now - float(data["elapsed"])
+        return {
+            # Events are counted one at a time: no run reaches MAX_COUNT of them.
+            "turns": _counted(data["turns"], MAX_COUNT),
+            "model_calls": _counted(data["model_calls"], MAX_COUNT),
+            "tool_calls": _counted(data["tool_calls"], MAX_COUNT),
+            "tool_calls_by_name": {
+                str(k): _counted(v, MAX_COUNT) for k, v in data["tool_calls_by_name"].items()
+            },
+            "input_tokens": prompts,
+            "output_tokens": _counted(data["output_tokens"], TALLY_ROOM),
+            "cache_read_tokens": read,
+            "cache_write_tokens": written,
+            "last_input_tokens": _counted(data["last_input_tokens"], MAX_COUNT),
+            "cost": units(Decimal(data["cost"])),
+            "cost_known": bool(data["cost_known"]),
+            "started_at": now - float(data["elapsed"]),
+        }
+
+    def load(self, values: dict[str, Any]) -> None:
+        """Take the counts ``read`` from a checkpoint."""
+        for name, value in values.items():
+            setattr(self, name, value)
 
 
 def room_for(run: Tally, session: Tally) -> None:
