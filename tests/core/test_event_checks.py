@@ -17,6 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from haltwise import (
+    Answer,
+    Ask,
+    Choice,
     ConfigurationError,
     Continue,
     Decision,
@@ -299,3 +302,22 @@ def test_a_checkpoint_with_any_value_anywhere_restores_whole_or_not_at_all(data:
     if refused is not None:
         assert "not a haltwise checkpoint" in str(refused)
         assert governor.checkpoint() == before
+
+
+@pytest.mark.parametrize("answer", ["yes", 5, object()])
+def test_a_bad_answer_leaves_the_question_open(answer: object) -> None:
+    governor = Governor(max_cost("0.001", on_limit="ask"), clock=FakeClock())
+    governor.handle(RunStarted("task"))
+    governor.handle(ModelRequest("gpt-4o"))
+    ask = governor.handle(ModelResponse("gpt-4o", input_tokens=100_000, output_tokens=10))
+    assert isinstance(ask, Ask)
+    with pytest.raises(InvalidValueError, match="answer="):
+        governor.resolve(ask, answer)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="still unanswered"):
+        governor.handle(TurnStarting())
+    assert isinstance(governor.resolve(ask, Answer(Choice.EXTEND, amount=1)), Continue)
+
+
+def test_an_answer_cannot_extend_a_limit_without_end() -> None:
+    with pytest.raises(InvalidValueError, match="a positive finite number to extend by"):
+        Answer(Choice.EXTEND, amount=math.inf)

@@ -9,6 +9,7 @@ write a final answer from the evidence with tools removed).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -113,9 +114,10 @@ class Answer:
                 isinstance(self.amount, bool)
                 or not isinstance(self.amount, int | float)
                 or not self.amount > 0
+                or self.amount == math.inf  # extended by that much, a limit would be none
             ):
                 raise InvalidValueError(
-                    "Answer.amount", self.amount, "a positive number to extend by"
+                    "Answer.amount", self.amount, "a positive finite number to extend by"
                 )
         elif self.amount is not None:
             raise InvalidValueError("Answer.amount", self.amount, f"None with {self.choice}")

@@ -304,10 +304,10 @@ class Governor:
             raise ConfigurationError(
                 "resolve() got an Ask that is not this governor's open question"
             )
+        reply = _as_answer(answer)  # a bad answer leaves the question open
         _, limit, before, ctx = self._pending
         self._pending = None
         self._refresh()
-        reply = _as_answer(answer)
         if reply is None or reply.choice is Choice.ABORT:
             stop: Stop = self._stop_after_ask(ask, limit, reply, ctx)
             return stop
