@@ -47,7 +47,7 @@ from haltwise.audit.readers import read_paths
 from haltwise.audit.replay import replay
 from haltwise.audit.report import Totals, format_table
 from haltwise.audit.runs import ReadError, Run
-from haltwise.engine.detectors import DEFAULTS, stuck
+from haltwise.engine.detectors import DEFAULTS, result_fingerprint, stuck
 from haltwise.engine.detectors._base import Recent
 from haltwise.engine.detectors._keys import ActionInfo, analyze_call, analyze_result
 from haltwise.engine.events import ModelResponse, ToolCall, ToolResult, TurnStarting
@@ -145,7 +145,7 @@ def signs(run: Run, group: str, pricer: Prices) -> Signs:
     last: tuple[int, str | None] | None = None
     counts = dict.fromkeys(FAMILIES, 0)
     best = dict.fromkeys(FAMILIES, 0)
-    redone: Counter[tuple[int, int]] = Counter()
+    redone: Counter[tuple[int, str]] = Counter()
     for event in run.events:
         kind = type(event)
         if kind is TurnStarting:
@@ -188,8 +188,11 @@ def signs(run: Run, group: str, pricer: Prices) -> Signs:
                 0 if result.error is None else counts["error streak"] + 1 if failed_alike else 1
             )
             counts["no news"] = 0 if new else counts["no news"] + 1
-            redone[action.key, result.fingerprint] += 1
-            counts["redo"] = redone[action.key, result.fingerprint]
+            output = result_fingerprint(
+                event.content or "", is_error=event.is_error, exit_code=event.exit_code
+            )
+            redone[action.key, output] += 1
+            counts["redo"] = redone[action.key, output]
             for name, count in counts.items():
                 for n in range(best[name] + 1, min(count, MOST) + 1):
                     found.first[name][n] = step

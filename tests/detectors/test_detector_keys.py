@@ -245,13 +245,15 @@ def test_a_subclass_of_str_is_analysed_as_the_str() -> None:
     # The compiled scans take a str, not a subclass of it: the analyses must not hand them one.
     output = "FAILED test_x.py - AssertionError\n  12 | 3 failed in 0.52s\n/tmp/tmpab12cd3x"
     argument = "pytest 123e4567-e89b-12d3-a456-426614174000 -k case at 2024-05-01T10:00:00Z"
+    lines = []
     for call_id, text in (("c1", output), ("c2", _Text(output))):
         action = analyze_call(ToolCall("bash", {"command": _Text(argument)}, call_id=call_id))
         plain = analyze_call(ToolCall("bash", {"command": argument}, call_id=call_id))
         assert action.key == plain.key
-        result = analyze_result(ToolResult("bash", text, call_id=call_id), action)
-        assert f"{result.fingerprint:016x}" == result_fingerprint(output)
+        lines.append(analyze_result(ToolResult("bash", text, call_id=call_id), action).lines)
+        assert result_fingerprint(text) == result_fingerprint(output)
         assert normalize_output(_Text(output)) == normalize_output(output)
+    assert lines[0] == lines[1]
 
 
 def test_arguments_orjson_refuses_still_give_a_canonical_key() -> None:

@@ -10,7 +10,7 @@ cdef class ActionInfo:
     cdef readonly bint edit
 
 cdef class ResultInfo:
-    cdef readonly object fingerprint, error
+    cdef readonly object error
     cdef readonly tuple lines
     cdef readonly frozenset exact, masked
     cdef readonly str preview

@@ -7,8 +7,8 @@ when their normalized text is: ANSI codes, pids, ports, hex ids and addresses, u
 timestamps, timings and rates, temp paths, progress bars and rules drawn to fit the text, and the
 line numbers a shell prints with its errors are masked; every other number (a count of failures, a
 size, a line number, a version), the exit code and the error class are kept. A result too long to
-normalize in full keeps its head and tail, plus a digest of the whole output, so that two long
-outputs that differ only in their middle are still told apart.
+normalize in full keeps its head and tail; its fingerprint (``result_fingerprint``) adds a
+digest of the whole output, so that two long outputs that differ only in their middle get two.
 
 A result also yields a bounded set of line hashes (exact, and with digits masked) from which a
 detector judges whether it carried *new information* (see ``_base.Recent``).
@@ -553,8 +553,18 @@ def action_key(
 def result_fingerprint(
     content: str, *, is_error: bool = False, exit_code: int | None = None
 ) -> str:
-    """A short digest of a result's normalized text, its exit code and its error class."""
-    return f"{_analyze_result(content, is_error, exit_code).fingerprint:016x}"
+    """A short digest of a result's normalized text, its exit code and its error class (and
+    of the whole output, when the normalized text leaves some of it out). The detectors do not
+    need it: they compare a result's line hashes (``ResultInfo.lines``), so it is made only
+    when asked for."""
+    lines, _, truncated = _sample(content)
+    error = error_class(content, is_error=is_error, exit_code=exit_code)
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update("\n".join(lines).encode("utf-8", "surrogatepass"))
+    digest.update(f"\x00{exit_code}\x00{error}".encode())
+    if truncated:
+        digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,19 +598,16 @@ class ActionInfo:
 class ResultInfo:
     """One tool result as detectors see it. Shared by every detector that keeps it."""
 
-    __slots__ = ("echo_only", "error", "exact", "fingerprint", "lines", "masked", "preview")
+    __slots__ = ("echo_only", "error", "exact", "lines", "masked", "preview")
 
     def __init__(
         self,
-        fingerprint: int,
         lines: tuple[tuple[int, int], ...],
         error: str | None,
         preview: str,
         echo_only: bool = False,
         seen: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
-        #: A hash of the normalized text, exit code and error class.
-        self.fingerprint = fingerprint
         #: For each distinct normalized line compared (at most ``MAX_LINES``): its hash, and
         #: the hash of the same line with every digit masked.
         self.lines = lines
@@ -836,15 +843,9 @@ def _analyze_call(
 def _analyze_result(
     content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...] = ()
 ) -> ResultInfo:
-    lines, middle, truncated = _sample(content)
+    lines, middle, _ = _sample(content)
     normalized = "\n".join(lines)
     error = error_class(content, is_error=is_error, exit_code=exit_code)
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(normalized.encode("utf-8", "surrogatepass"))
-    digest.update(f"\x00{exit_code}\x00{error}".encode())
-    if truncated:
-        # The sample left some of the output out: let the whole of it tell results apart.
-        digest.update(hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest())
     echo_only = False
     judged = lines
     if echoes and normalized:
@@ -860,7 +861,6 @@ def _analyze_result(
             middle = text.split("\n")
     compared = _line_hashes(judged)
     return ResultInfo(
-        int.from_bytes(digest.digest(), "big"),
         compared,
         error,
         # Its lines are folded already, and masking left them so: joined by spaces, they are
