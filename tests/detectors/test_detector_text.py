@@ -67,6 +67,32 @@ def test_the_same_message_three_times_trips_sooner() -> None:
     assert "the same message" in decisions[-1].message
 
 
+@pytest.mark.parametrize(
+    "text", ["I will now fix the bug.", "I will now\nfix the bug.", "Plan:\n\n1. fix  the bug\n"]
+)
+def test_a_message_reported_by_its_response_and_its_turn_counts_once(text: str) -> None:
+    # Drivers report a turn's text with its response and again at its end. A text that folding
+    # changes (lines, double spaces) was once counted twice a turn: 4 times after two turns.
+    governor = _governor(monologue(10))
+    assert not isinstance(_talk(governor, text), Warn)
+    assert not isinstance(_talk(governor, text), Warn)
+    third = _talk(governor, text)
+    assert isinstance(third, Warn)
+    assert "the same message was written 3 times in a row" in third.message
+
+
+def test_a_message_is_the_same_whatever_its_white_space_and_however_it_is_reported() -> None:
+    governor = _governor(monologue(10))
+    governor.handle(TurnStarting())
+    governor.handle(TurnEnded(text="I will now\nfix the bug."))  # no response text reported
+    assert not isinstance(_talk(governor, "I will now fix  the bug."), Warn)
+    governor.handle(TurnStarting())
+    governor.handle(ModelResponse(text="I will now fix the bug."))
+    third = governor.handle(TurnEnded(text="I will now fix the bug.\n"))
+    assert isinstance(third, Warn)
+    assert "written 3 times" in third.message
+
+
 def test_a_tool_call_or_a_user_message_starts_the_count_again() -> None:
     governor = _governor(monologue(3))
     _talk(governor, "one")

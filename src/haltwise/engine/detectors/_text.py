@@ -166,7 +166,7 @@ def _frequent_word_starts(segment: str, words: list[str], chunk: int, repeats: i
 
 
 class _MonologueState(LadderState):
-    __slots__ = ("called", "last_text", "same", "streak")
+    __slots__ = ("called", "last_text", "same", "streak", "texted", "written")
 
     def __init__(self) -> None:
         super().__init__()
@@ -175,7 +175,15 @@ class _MonologueState(LadderState):
         #: Turns in a row without a tool call; of them, how many wrote the same text.
         self.streak = 0
         self.same = 0
+        #: The last text counted, folded, and as it was written.
         self.last_text: str | None = None
+        self.written: str | None = None
+        #: Whether a response of the current turn wrote text: its end reports it again.
+        self.texted = False
+
+    def forget(self) -> None:
+        self.streak = self.same = 0
+        self.last_text = self.written = None
 
 
 class _Monologue(Detector):
@@ -206,14 +214,16 @@ class _Monologue(Detector):
                 state.called = True
             if event.text:
                 self._text(state, event.text)
+                state.texted = True
             return None
         if kind is TurnEnded:
-            if event.text and event.text != state.last_text:
+            # The turn's text, unless a response of it wrote text (counted then, not twice).
+            if event.text and not state.texted:
                 self._text(state, event.text)
+            state.texted = False
             called, state.called = state.called, False
             if called:
-                state.streak = state.same = 0
-                state.last_text = None
+                state.forget()
                 self._progress(state)
                 return None
             state.streak += 1
@@ -227,18 +237,20 @@ class _Monologue(Detector):
                 return None
             return self._detected(state, slot, what, (), state.onset)
         # Progress, Injected
-        state.streak = state.same = 0
-        state.last_text = None
+        state.forget()
         self._progress(state)
         return None
 
     def _text(self, state: _MonologueState, text: str) -> None:
-        text = folded(text)
-        if text == state.last_text:
-            state.same += 1
-        else:
-            state.same = 1
-            state.last_text = text
+        """Count ``text``: the same message as the last one (once folded) or a new one."""
+        if text != state.written:  # the same text as written needs no folding to compare
+            state.written = text
+            shown = folded(text)
+            if shown != state.last_text:
+                state.same = 1
+                state.last_text = shown
+                return
+        state.same += 1
 
     def _nudge(self, what: str) -> str:
         return f"You seem to be stuck: {what}. Act with a tool, or give your final answer."
