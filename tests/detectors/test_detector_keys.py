@@ -160,7 +160,7 @@ def test_numbers_are_masked_as_by_a_regular_expression(text: str) -> None:
 #: What a line of a result holds near its line number and its white space.
 _LINE_PARTS = st.sampled_from(
     [
-        *" \t\n\x0b\x0c\x1c\x1f\x85\xa0\u3000:|│#x09٣²",
+        *" \t\n\x0b\x0c\x1c\x1f\x85\xa0\u3000\u2028:|│#x09٣²😀",
         *("12", "  7 |", "3\t", "42:", "\t\t9 │", "08 x", "word", "a b", "a  b", " ", "\x00"),
     ]
 )

@@ -3,7 +3,10 @@
 # a position) is how one that fails would say so, and a test that cannot fail says nothing.
 
 cimport cython
-from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.unicode cimport (PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_FromKindAndData,
+                              PyUnicode_KIND, PyUnicode_READ, PyUnicode_WRITE,
+                              Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
 
@@ -23,11 +26,56 @@ cdef inline Text _view(str text) noexcept:
 cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
     return PyUnicode_READ(text.kind, text.data, i)
 
+# Where the line of ``text`` that holds ``begin`` ends: its next line break, or ``n``.
+cdef inline Index _line_end(str text, Index begin, Index n) except -2:
+    cdef Index end = PyUnicode_FindChar(text, 10, begin, n, 1)
+    return n if end < 0 else end
+
+# The characters of ``text`` from ``start`` to ``end`` with their white space folded as
+# ``" ".join(...split())`` folds it (``Py_UNICODE_ISSPACE`` is what ``str.split`` splits at), cut
+# to ``most`` characters: written once into a buffer of the text's kind, and made a str from it.
+cdef inline str _fold(Text text, Index start, Index end, Index most):
+    cdef Index size = min(end - start, most)
+    cdef Index length = 0
+    cdef bint spaced = False
+    cdef Py_UCS4 c
+    if size <= 0:
+        return ""
+    # A line (at most 240 characters, ``_keys.MAX_LINE_CHARS``) is written on the stack.
+    cdef char line[1024]
+    cdef void* data = line
+    if size * text.kind > 1024:
+        data = PyMem_Malloc(size * text.kind)
+        if data == NULL:
+            raise MemoryError()
+    try:
+        while start < end:
+            c = PyUnicode_READ(text.kind, text.data, start)
+            start += 1
+            if Py_UNICODE_ISSPACE(c):
+                spaced = length > 0
+                continue
+            if spaced:
+                if length >= size:
+                    break
+                PyUnicode_WRITE(text.kind, data, length, 32)
+                length += 1
+                spaced = False
+            if length >= size:
+                break
+            PyUnicode_WRITE(text.kind, data, length, c)
+            length += 1
+        return PyUnicode_FromKindAndData(text.kind, data, length)
+    finally:
+        if data != <void*>line:
+            PyMem_Free(data)
+
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
-@cython.locals(raw=str, line=str, n=Index, start=Index)
+@cython.locals(line=str, n=Index, begin=Index, end=Index, chars=Text)
 cpdef list folded_lines(str text, Index most)
+@cython.locals(n=Index)
 cpdef str folded(str text)
 @cython.locals(spaced=bint, i=Index, c=Py_UCS4)
 cdef bint _is_folded(str text, Index start) noexcept
@@ -49,7 +97,7 @@ cdef bint _has_digit(str line) noexcept
 @cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
 cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
-cdef Index _line_number_end(Text line, Index n) noexcept
+cdef Index _line_number_end(Text text, Index start, Index end) noexcept
 
 cdef bint _is_decimal(Py_UCS4 c) noexcept
 cdef bint _is_digit(Py_UCS4 c) noexcept

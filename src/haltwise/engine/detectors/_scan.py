@@ -187,27 +187,25 @@ def folded_lines(text: str, most: int) -> list[str]:
     """The distinct lines of ``text`` in order, each without the line number a file viewer
     prints before it, with its white space folded (``" ".join(line.split())``) and cut to
     ``most`` characters; empty ones left out. Any text, not only ASCII: what ``_keys`` finds
-    with a regular expression and ``str.split`` per line, without making a word of any line
-    that is folded already (nearly all of them)."""
+    with a regular expression and ``str.split`` per line, each line folded from where it lies
+    in ``text`` (``_fold``), without making a str of the line as it was or of its words."""
     distinct: dict[str, None] = {}
-    for raw in text.split("\n"):
-        n = len(raw)
-        start = _line_number_end(_view(raw), n)
-        # Folded already: no white space but single spaces between words.
-        if _is_folded(raw, start):
-            line = raw[start:] if start else raw
-        else:
-            line = " ".join(raw[start:].split())
-        if len(line) > most:
-            line = line[:most]
+    chars = _view(text)
+    n = len(text)
+    begin = 0
+    while begin <= n:
+        end = _line_end(text, begin, n)
+        line = _fold(chars, _line_number_end(chars, begin, end), end, most)
         if line:
             distinct[line] = None
+        begin = end + 1
     return list(distinct)
 
 
 def folded(text: str) -> str:
     """``" ".join(text.split())``: ``text`` itself when it is folded already."""
-    return text if _is_folded(text, 0) else " ".join(text.split())
+    n = len(text)
+    return text if _is_folded(text, 0) else _fold(_view(text), 0, n, n)
 
 
 def _is_folded(text: str, start: int) -> bool:
@@ -377,25 +375,26 @@ def _draws_rule(line: str) -> bool:
     return False
 
 
-def _line_number_end(line: str, n: int) -> int:
-    r"""The end of the line number ``line`` starts with, as a file viewer prints it (``12:``,
-    ``  12 |``, ``12\t``: ``[ \t]*\d+(?::|[ \t]*[|│]|\t)``), or 0 if it starts with none."""
-    i = 0
-    while i < n and (_char(line, i) == " " or _char(line, i) == "\t"):
+def _line_number_end(text: str, start: int, end: int) -> int:
+    r"""Where the line ``text[start:end]`` goes on after the line number it starts with, as a
+    file viewer prints it (``12:``, ``  12 |``, ``12\t``: ``[ \t]*\d+(?::|[ \t]*[|│]|\t)``);
+    ``start`` if it starts with none."""
+    i = start
+    while i < end and (_char(text, i) == " " or _char(text, i) == "\t"):
         i += 1
     digits = i
-    while i < n and _char(line, i).isdecimal():
+    while i < end and _char(text, i).isdecimal():
         i += 1
-    if i in (digits, n):
-        return 0
-    if _char(line, i) == ":":
+    if i in (digits, end):
+        return start
+    if _char(text, i) == ":":
         return i + 1
     bar = i
-    while bar < n and (_char(line, bar) == " " or _char(line, bar) == "\t"):
+    while bar < end and (_char(text, bar) == " " or _char(text, bar) == "\t"):
         bar += 1
-    if bar < n and (_char(line, bar) == "|" or _char(line, bar) == "│"):
+    if bar < end and (_char(text, bar) == "|" or _char(text, bar) == "│"):
         return bar + 1
-    return i + 1 if _char(line, i) == "\t" else 0
+    return i + 1 if _char(text, i) == "\t" else start
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,6 +411,17 @@ if not cython.compiled:
     def _char(text: str, i: int) -> str:
         """The character at ``i`` of what ``_view`` gave."""
         return text[i]
+
+    def _line_end(text: str, begin: int, n: int) -> int:
+        """Where the line of ``text`` that holds ``begin`` ends: its next line break, or
+        ``n``."""
+        end = text.find("\n", begin)
+        return n if end < 0 else end
+
+    def _fold(text: str, start: int, end: int, most: int) -> str:
+        """``text[start:end]`` of what ``_view`` gave, with its white space folded, cut to
+        ``most`` characters. Compiled, the characters are copied once into a buffer."""
+        return " ".join(text[start:end].split())[:most]
 
 
 def _is_decimal(c: str) -> bool:
