@@ -20,7 +20,13 @@ from haltwise import (
 )
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
-from haltwise.engine.detectors._text import _chant, _chunk_starts, _frequent_word_starts
+from haltwise.engine.detectors._text import (
+    _chant,
+    _chunk_starts,
+    _frequent_word_starts,
+    _hashed_word_starts,
+    _word_starts,
+)
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -187,9 +193,26 @@ def test_the_word_scan_finds_what_the_full_scan_finds(
         return
     frequent = _frequent_word_starts(segment, segment.split(" "), chunk, repeats)
     every = _chunk_starts(segment, chunk)
-    assert _chant(segment, frequent, chunk, repeats, max_gap) == _chant(
-        segment, every, chunk, repeats, max_gap
-    )
+    found = _chant(segment, every, chunk, repeats, max_gap)
+    assert _chant(segment, frequent, chunk, repeats, max_gap) == found
+    # Counted by hashes (compiled), the places are the same, or more where words share one.
+    hashed = _hashed_word_starts(segment, chunk, repeats)
+    assert hashed is not None
+    assert set(frequent) <= set(hashed)
+    assert hashed == sorted(hashed)
+    assert _chant(segment, hashed, chunk, repeats, max_gap) == found
+    assert _word_starts(segment, chunk, repeats) in (frequent, hashed)
+
+
+@given(words=st.lists(st.text("ab", min_size=1, max_size=20), min_size=1, max_size=30))
+def test_a_word_a_chunk_long_leaves_the_word_scan_to_the_full_scan(words: list[str]) -> None:
+    segment = " ".join(words)
+    longest = max(map(len, words))
+    for chunk in (longest, longest + 1):
+        expected = None if longest >= chunk else _frequent_word_starts(segment, words, chunk, 2)
+        hashed = _hashed_word_starts(segment, chunk, 2)
+        assert (hashed is None) == (expected is None)
+        assert (_word_starts(segment, chunk, 2) is None) == (expected is None)
 
 
 def test_a_list_of_identical_items_is_degenerate() -> None:

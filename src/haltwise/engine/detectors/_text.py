@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from array import array
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Injected, ModelResponse, Progress, ToolCall, ToolResult, TurnEnded
 from ..limits import EventType, Limit, Scope
@@ -21,6 +22,17 @@ from ..state import Slot
 from ._base import CLEAR, Detector, LadderState, Verdict, check_int
 from ._base import options as _options
 from ._keys import folded
+
+if TYPE_CHECKING:
+    from .. import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError  # Cython's own stand-ins: haltwise's are the same everywhere
+    except ImportError:
+        from .. import _pure as cython
 
 __all__ = ["degenerate_text", "find_degenerate", "monologue"]
 
@@ -97,10 +109,8 @@ def find_degenerate(
     for segment in segments:
         if len(segment) < chunk * 2:
             continue
-        words = segment.split(" ")
-        if max(map(len, words)) < chunk:
-            places = _frequent_word_starts(segment, words, chunk, repeats)
-        else:
+        places = _word_starts(segment, chunk, repeats)
+        if places is None:  # a word a chunk long or longer
             places = _chunk_starts(segment, chunk)
         found = _chant(segment, places, chunk, repeats, max_gap)
         if found is not None:
@@ -137,6 +147,77 @@ def _chunk_starts(segment: str, chunk: int) -> list[int]:
         places.append(position)
         following = segment.find(" ", position, position + chunk) + 1
         position = following if following > position else position + chunk // 5
+    return places
+
+
+def _word_starts(segment: str, chunk: int, repeats: int) -> list[int] | None:
+    """The places of ``_frequent_word_starts`` (compiled, of ``_hashed_word_starts``), or None
+    when a word of ``segment`` is a chunk long or longer."""
+    if cython.compiled:
+        return _hashed_word_starts(segment, chunk, repeats)
+    words = segment.split(" ")
+    if max(map(len, words)) >= chunk:
+        return None
+    return _frequent_word_starts(segment, words, chunk, repeats)
+
+
+#: FNV-1a, 64 bits: its offset basis and prime (C integers, compiled).
+_FNV_OFFSET: int = cython.declare(cython.ulonglong, 0xCBF29CE484222325)
+_FNV_PRIME: int = cython.declare(cython.ulonglong, 0x100000001B3)
+_LOW_64: int = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+
+
+def _hashed_word_starts(segment: str, chunk: int, repeats: int) -> list[int] | None:
+    """``_frequent_word_starts`` with each word counted by a hash of it (FNV-1a over its code
+    points) in a table of C integers, in one pass over the segment's characters: no str is
+    made of a word. Words that share a hash are counted together, which can only add places
+    where no chunk comes back often enough: a chunk begins with its whole first word, so it
+    comes back at most as often as that word. None when a word is a chunk long or longer."""
+    n = len(segment)
+    count = segment.count(" ") + 1
+    size = 16
+    while size < 2 * count:
+        size *= 2
+    mask = size - 1
+    # For each word, where it starts and its row in the table; for each row, the hash of its
+    # words (0 for an empty row: a hash of 0 is taken as 1) and how many words have it.
+    words = array("q", bytes(16 * count))
+    table = array("Q", bytes(16 * size))
+    h = _FNV_OFFSET
+    start = word = most = 0
+    index = 0
+    while index <= n:
+        c = segment[index] if index < n else " "
+        index += 1
+        if c != " ":
+            h = ((h ^ ord(c)) * _FNV_PRIME) & _LOW_64
+            continue
+        if index - 1 - start >= chunk:
+            return None
+        key = h if h else 1
+        row = key & mask
+        while table[2 * row] != 0 and table[2 * row] != key:
+            row = (row + 1) & mask
+        table[2 * row] = key
+        seen = table[2 * row + 1] + 1
+        table[2 * row + 1] = seen
+        most = max(most, seen)
+        words[2 * word] = start
+        words[2 * word + 1] = row
+        word += 1
+        h = _FNV_OFFSET
+        start = index
+    places: list[int] = []
+    if most < repeats:
+        return places
+    limit = n - chunk
+    for word in range(count):
+        start = words[2 * word]
+        if start > limit:
+            break
+        seen = table[2 * words[2 * word + 1] + 1]
+        if seen >= repeats:
+            places.append(start)
     return places
 
 
