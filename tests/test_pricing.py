@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from datetime import date, datetime, time, timezone
@@ -38,24 +40,46 @@ NUMBER_FORMS = (
 )
 
 
+#: genai-prices' own calc_price, which the ``calc_calls`` fixture counts calls to.
+_CALC_PRICE = genai_prices.calc_price
+
+
 def genai_total(model: str, i: int, o: int, cr: int = 0, cw: int = 0) -> Decimal:
     """What genai-prices itself says, called directly (never through haltwise's cache)."""
     usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
-    return genai_prices.calc_price(usage, model_ref=model).total_price
+    return _CALC_PRICE(usage, model_ref=model).total_price
 
 
 @pytest.fixture
 def calc_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Counts the calls haltwise.pricing makes to genai_prices.calc_price (by model_ref)."""
     calls: list[str] = []
-    real: Callable[..., PriceCalculation] = genai_prices.calc_price
+    real: Callable[..., PriceCalculation] = _CALC_PRICE
 
     def counting(usage: object, model_ref: str, **kwargs: Any) -> PriceCalculation:
         calls.append(model_ref)
         return real(usage, model_ref, **kwargs)
 
-    monkeypatch.setattr(pricing, "calc_price", counting)
+    # haltwise.pricing imports it where it looks a model up: the module's own name is patched.
+    monkeypatch.setattr(genai_prices, "calc_price", counting)
     return calls
+
+
+def test_importing_haltwise_leaves_genai_prices_until_a_model_is_looked_up() -> None:
+    # Its catalogue's types take some 0.2 s to build: a program that prices nothing skips it.
+    code = (
+        "import sys\n"
+        "import haltwise\n"
+        "governor = haltwise.Governor(haltwise.max_cost('1.00') | haltwise.stuck())\n"
+        "governor.handle(haltwise.RunStarted(prompt='go'))\n"
+        "print('genai_prices' in sys.modules)\n"
+        "print(haltwise.Prices().cost('gpt-4o', input_tokens=10**6, output_tokens=0))\n"
+        "print('genai_prices' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "2.50", "True"]
 
 
 # --- the protocol and its types ---------------------------------------------------------------

@@ -10,7 +10,6 @@ from . import _compiled
 # Before any compiled module is imported: the compiled build, or the pure one (_compiled.py).
 _compiled.choose()
 
-from importlib import metadata as _metadata
 
 from .config import Settings, load_config, parse_turn_limit
 from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
@@ -89,10 +88,21 @@ from .pricing import ModelRate, Prices
 
 unlimited = UNLIMITED
 
-try:
-    __version__ = _metadata.version("haltwise")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0"
+
+def __getattr__(name: str) -> str:
+    # ``__version__`` is read from the installed package's metadata when first asked for:
+    # importing ``importlib.metadata`` and reading it costs an import of haltwise some 30 ms.
+    if name != "__version__":
+        raise AttributeError(f"module 'haltwise' has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("haltwise")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        version = "0.0.0"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "CONTINUE",

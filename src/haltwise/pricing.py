@@ -27,18 +27,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
-from typing import Final, TypeAlias
-
-from genai_prices import Usage, calc_price
-from genai_prices.types import (
-    ModelPrice,
-    PriceCalculation,
-    StartDateConstraint,
-    TieredPrices,
-)
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .engine.errors import InvalidValueError
 from .engine.pricing import dollars, units
+
+if TYPE_CHECKING:
+    from genai_prices.types import PriceCalculation
+
+# genai-prices is imported where a model is first looked up in it, not with haltwise: building
+# its catalogue's types takes some 0.2 s, which a program that prices nothing (or only from
+# its own table) need not wait for.
 
 __all__ = ["ModelRate", "Prices", "parse_price_table"]
 
@@ -366,6 +365,8 @@ class _Calc:
         self.provider_id = provider_id
 
     def cost(self, i: int, o: int, cr: int, cw: int) -> Decimal | None:
+        from genai_prices import Usage, calc_price
+
         usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
         return calc_price(usage, model_ref=self.ref, provider_id=self.provider_id).total_price
 
@@ -384,6 +385,8 @@ _Resolved: TypeAlias = _Unknown | _UserRate | _Plan | _Calc
 
 def _plan_for(calc: PriceCalculation, now: datetime) -> _Plan | None:
     """The plan for the price ``calc`` used, or ``None`` when it has parts a plan cannot hold."""
+    from genai_prices.types import ModelPrice, StartDateConstraint, TieredPrices
+
     expires: float | None = None
     prices = calc.model.prices
     if not isinstance(prices, ModelPrice):
@@ -447,6 +450,8 @@ def _probes(plan: _Plan) -> list[tuple[int, int, int, int]]:
 
 def _plan_agrees(plan: _Plan, ref: str, provider_id: str | None) -> bool:
     """Whether ``plan`` gives calc_price's very Decimal (value and digits) on every probe."""
+    from genai_prices import Usage, calc_price
+
     for i, o, cr, cw in _probes(plan):
         usage = Usage(input_tokens=i, output_tokens=o, cache_read_tokens=cr, cache_write_tokens=cw)
         try:
@@ -663,6 +668,9 @@ class Prices:
         return resolved
 
     def _lookup(self, model: str) -> _Resolved:
+        from genai_prices import Usage, calc_price
+        from genai_prices.types import ModelPrice
+
         name = model.strip().lower()
         for suffix in _suffixes(name):
             rate = self._by_name.get(suffix)
