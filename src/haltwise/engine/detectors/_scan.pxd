@@ -4,9 +4,9 @@
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.unicode cimport (PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_FromKindAndData,
-                              PyUnicode_KIND, PyUnicode_READ, PyUnicode_WRITE,
-                              Py_UNICODE_ISSPACE)
+from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_FindChar,
+                              PyUnicode_FromKindAndData, PyUnicode_KIND, PyUnicode_READ,
+                              PyUnicode_WRITE, Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
 
@@ -31,14 +31,59 @@ cdef inline Index _line_end(str text, Index begin, Index n) except -2:
     cdef Index end = PyUnicode_FindChar(text, 10, begin, n, 1)
     return n if end < 0 else end
 
+# ``_fold``'s loop over a text of one byte per character, and over one of any kind: each
+# writes at most ``size`` characters to ``out`` and says how many it wrote.
+cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end, unsigned char* out,
+                              Index size) noexcept:
+    cdef Index length = 0
+    cdef bint spaced = False
+    cdef unsigned char c
+    while start < end:
+        c = text[start]
+        start += 1
+        if Py_UNICODE_ISSPACE(c):
+            spaced = length > 0
+            continue
+        if spaced:
+            if length >= size:
+                break
+            out[length] = 32
+            length += 1
+            spaced = False
+        if length >= size:
+            break
+        out[length] = c
+        length += 1
+    return length
+
+cdef inline Index _fold_any(Text text, Index start, Index end, void* out, Index size) noexcept:
+    cdef Index length = 0
+    cdef bint spaced = False
+    cdef Py_UCS4 c
+    while start < end:
+        c = PyUnicode_READ(text.kind, text.data, start)
+        start += 1
+        if Py_UNICODE_ISSPACE(c):
+            spaced = length > 0
+            continue
+        if spaced:
+            if length >= size:
+                break
+            PyUnicode_WRITE(text.kind, out, length, 32)
+            length += 1
+            spaced = False
+        if length >= size:
+            break
+        PyUnicode_WRITE(text.kind, out, length, c)
+        length += 1
+    return length
+
 # The characters of ``text`` from ``start`` to ``end`` with their white space folded as
 # ``" ".join(...split())`` folds it (``Py_UNICODE_ISSPACE`` is what ``str.split`` splits at), cut
 # to ``most`` characters: written once into a buffer of the text's kind, and made a str from it.
 cdef inline str _fold(Text text, Index start, Index end, Index most):
     cdef Index size = min(end - start, most)
     cdef Index length = 0
-    cdef bint spaced = False
-    cdef Py_UCS4 c
     if size <= 0:
         return ""
     # A line (at most 240 characters, ``_keys.MAX_LINE_CHARS``) is written on the stack.
@@ -49,22 +94,12 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
         if data == NULL:
             raise MemoryError()
     try:
-        while start < end:
-            c = PyUnicode_READ(text.kind, text.data, start)
-            start += 1
-            if Py_UNICODE_ISSPACE(c):
-                spaced = length > 0
-                continue
-            if spaced:
-                if length >= size:
-                    break
-                PyUnicode_WRITE(text.kind, data, length, 32)
-                length += 1
-                spaced = False
-            if length >= size:
-                break
-            PyUnicode_WRITE(text.kind, data, length, c)
-            length += 1
+        if text.kind == PyUnicode_1BYTE_KIND:
+            # Nearly every text: its characters read and written as bytes, with no switch on
+            # the kind for each.
+            length = _fold_bytes(<unsigned char*>text.data, start, end, <unsigned char*>data, size)
+        else:
+            length = _fold_any(text, start, end, data, size)
         return PyUnicode_FromKindAndData(text.kind, data, length)
     finally:
         if data != <void*>line:

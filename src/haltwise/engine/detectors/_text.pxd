@@ -3,6 +3,9 @@
 # segment and word is a str the search made itself (joined or split), never a subclass of str.
 
 cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
+from libc.stdlib cimport calloc, free
 
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
 cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repeats,
@@ -11,9 +14,73 @@ cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repea
 cpdef list _chunk_starts(str segment, Py_ssize_t chunk)
 @cython.locals(places=list, limit=Py_ssize_t, position=Py_ssize_t, word=str)
 cpdef list _frequent_word_starts(str segment, list words, Py_ssize_t chunk, Py_ssize_t repeats)
-@cython.locals(n=Py_ssize_t, count=Py_ssize_t, size=Py_ssize_t, mask=Py_ssize_t,
-               words="long long[:]", table="unsigned long long[:]", h=cython.ulonglong,
-               start=Py_ssize_t, word=Py_ssize_t, most=Py_ssize_t, seen=Py_ssize_t, index=Py_ssize_t,
-               c=Py_UCS4, key=cython.ulonglong, row=Py_ssize_t, limit=Py_ssize_t, places=list)
+# ``_text._word_table`` in C: each word's start and row, and the table's rows (a hash and a
+# count), in memory of its own rather than in arrays made per segment.
+cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats):
+    cdef Py_ssize_t n = len(segment)
+    cdef int kind = PyUnicode_KIND(segment)
+    cdef void* data = PyUnicode_DATA(segment)
+    cdef Py_ssize_t count = 1
+    cdef Py_ssize_t size = 16
+    cdef Py_ssize_t index, row, mask, seen, limit
+    cdef Py_ssize_t start = 0
+    cdef Py_ssize_t word = 0
+    cdef Py_ssize_t most = 0
+    # FNV-1a, 64 bits: its offset basis and prime.
+    cdef unsigned long long basis = 0xCBF29CE484222325ULL
+    cdef unsigned long long prime = 0x100000001B3ULL
+    cdef unsigned long long h = basis
+    cdef unsigned long long key
+    cdef Py_UCS4 c
+    cdef list places
+    for index in range(n):
+        if PyUnicode_READ(kind, data, index) == 32:
+            count += 1
+    while size < 2 * count:
+        size *= 2
+    mask = size - 1
+    cdef Py_ssize_t* words = <Py_ssize_t*>PyMem_Malloc(2 * count * sizeof(Py_ssize_t))
+    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    try:
+        if words == NULL or table == NULL:
+            raise MemoryError()
+        index = 0
+        while index <= n:
+            c = PyUnicode_READ(kind, data, index) if index < n else 32
+            index += 1
+            if c != 32:
+                h = (h ^ <unsigned long long>c) * prime
+                continue
+            if index - 1 - start >= chunk:
+                return None
+            key = h if h else 1
+            row = <Py_ssize_t>(key & <unsigned long long>mask)
+            while table[2 * row] != 0 and table[2 * row] != key:
+                row = (row + 1) & mask
+            table[2 * row] = key
+            table[2 * row + 1] += 1
+            seen = <Py_ssize_t>table[2 * row + 1]
+            if seen > most:
+                most = seen
+            words[2 * word] = start
+            words[2 * word + 1] = row
+            word += 1
+            h = basis
+            start = index
+        places = []
+        if most < repeats:
+            return places
+        limit = n - chunk
+        for word in range(count):
+            start = words[2 * word]
+            if start > limit:
+                break
+            if <Py_ssize_t>table[2 * words[2 * word + 1] + 1] >= repeats:
+                places.append(start)
+        return places
+    finally:
+        PyMem_Free(words)
+        free(table)
+
 cpdef object _hashed_word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)
 cpdef object _word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)
