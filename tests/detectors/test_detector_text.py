@@ -25,6 +25,8 @@ from haltwise.engine.detectors._text import (
     _chunk_starts,
     _frequent_word_starts,
     _hashed_word_starts,
+    _may_chant,
+    _search,
     _word_starts,
 )
 from haltwise.engine.limits import Limit
@@ -213,6 +215,43 @@ def test_a_word_a_chunk_long_leaves_the_word_scan_to_the_full_scan(words: list[s
         hashed = _hashed_word_starts(segment, chunk, 2)
         assert (hashed is None) == (expected is None)
         assert (_word_starts(segment, chunk, 2) is None) == (expected is None)
+
+
+#: Pieces of markdown prose, lists, quotes, code and tables, with white space of every kind.
+_MARKDOWN = st.sampled_from(
+    [
+        *("the ", "fix ", "it ", "test ", "again. ", "x" * 12, "ha", "é ", "日本 ", "😀 "),
+        *("> ", ">", ">> ", "- ", "1. ", "* ", "```\n", "    ", "| a | b |\n", "# ", "---\n"),
+        *("\n", "\n\n", "  ", "\t", "\xa0", "\x1c", "\u3000"),
+    ]
+)
+
+
+@given(
+    text=st.lists(_MARKDOWN, max_size=400).map("".join),
+    chunk=st.integers(8, 60),
+    repeats=st.integers(2, 12),
+    max_gap=st.integers(8, 300),
+)
+def test_a_text_in_which_no_word_comes_back_is_not_searched_and_holds_no_chant(
+    text: str, chunk: int, repeats: int, max_gap: int
+) -> None:
+    found = _search(text, chunk, repeats, max_gap)
+    if not _may_chant(text, chunk, repeats):
+        assert found is None
+    assert find_degenerate(text, chunk=chunk, repeats=repeats, max_gap=max_gap) == found
+
+
+def test_what_may_chant() -> None:
+    assert not _may_chant("", 50, 2)
+    assert not _may_chant("one two three one", 50, 3)
+    assert _may_chant("one two three one", 50, 2)
+    assert _may_chant(">one two > one\n>>one", 50, 3)  # a quote's ">" aside
+    # A chant whose word begins a quote's lines and others: ">" counted, it was missed.
+    quoted = ">abcdefg\nabcdefg\n>abcdefg\nabcdefg"
+    assert find_degenerate(quoted, chunk=8, repeats=3) == ("abcdefg ", 3)
+    assert _may_chant("x" * 50, 50, 10)  # a chunk can be taken inside a word this long
+    assert not _may_chant("x" * 49, 50, 10)
 
 
 def test_a_list_of_identical_items_is_degenerate() -> None:

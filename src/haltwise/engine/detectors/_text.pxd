@@ -4,7 +4,7 @@
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ, Py_UNICODE_ISSPACE
 from libc.stdlib cimport calloc, free
 
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
@@ -80,6 +80,85 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
         return places
     finally:
         PyMem_Free(words)
+        free(table)
+
+# The characters of a str as its kind lays them out (one, two or four bytes each), for the
+# loops written once for every kind.
+ctypedef fused Char:
+    unsigned char
+    unsigned short
+    unsigned int
+
+# ``_text._may_chant`` in C: the words of ``text`` (runs of characters that are not white
+# space) counted by an FNV-1a hash of each, its leading ``>`` aside, in a table of their own.
+cdef inline bint _repeated_word(str text, Py_ssize_t chunk, Py_ssize_t repeats) except -1:
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    if kind == 1:
+        return _repeated_in(<const unsigned char*>data, len(text), chunk, repeats)
+    if kind == 2:
+        return _repeated_in(<const unsigned short*>data, len(text), chunk, repeats)
+    return _repeated_in(<const unsigned int*>data, len(text), chunk, repeats)
+
+cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
+                              Py_ssize_t repeats) except -1:
+    cdef Py_ssize_t words = 0
+    cdef Py_ssize_t size = 16
+    cdef Py_ssize_t index, row, mask, length
+    cdef bint inside = False
+    cdef bint leading = False
+    cdef unsigned long long basis = 0xCBF29CE484222325ULL
+    cdef unsigned long long prime = 0x100000001B3ULL
+    cdef unsigned long long h = basis
+    cdef unsigned long long key
+    cdef unsigned int c
+    for index in range(n):
+        if Py_UNICODE_ISSPACE(text[index]):
+            inside = False
+        elif not inside:
+            inside = True
+            words += 1
+    if words == 0:
+        return False
+    if repeats <= 1:
+        return True
+    while size < 2 * words:
+        size *= 2
+    mask = size - 1
+    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    if table == NULL:
+        raise MemoryError()
+    try:
+        inside = False
+        length = 0
+        for index in range(n + 1):
+            c = text[index] if index < n else 32
+            if Py_UNICODE_ISSPACE(c):
+                if inside:
+                    if length >= chunk:
+                        return True
+                    key = h if h else 1
+                    row = <Py_ssize_t>(key & <unsigned long long>mask)
+                    while table[2 * row] != 0 and table[2 * row] != key:
+                        row = (row + 1) & mask
+                    table[2 * row] = key
+                    table[2 * row + 1] += 1
+                    if <Py_ssize_t>table[2 * row + 1] >= repeats:
+                        return True
+                inside = False
+                continue
+            if not inside:
+                inside = True
+                leading = True
+                length = 0
+                h = basis
+            length += 1
+            if leading and c == 62:  # ">"
+                continue
+            leading = False
+            h = (h ^ c) * prime
+        return False
+    finally:
         free(table)
 
 cpdef object _hashed_word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)

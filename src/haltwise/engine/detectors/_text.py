@@ -100,6 +100,24 @@ def find_degenerate(
     ``repeats`` items in a row are the same.
     """
     text = text[-_MAX_TEXT:]
+    if not _may_chant(text, chunk, repeats):
+        return None
+    return _search(text, chunk, repeats, max_gap)
+
+
+def _may_chant(text: str, chunk: int, repeats: int) -> bool:
+    """Whether ``text`` may chant: a word of it (its leading ``>`` aside) comes back ``repeats``
+    times, or one is ``chunk`` characters long or longer. Neither, and no chant can be found:
+    a chunk taken at a word start begins with that whole word, so it comes back at most as
+    often as the word; a chunk is taken inside a word only in a word a chunk long; a list item
+    is a line's words after its marker; and the words of a segment are those of its lines, a
+    quote's ``>`` aside. Compiled, the words are counted by hashes of them, in C
+    (``_text.pxd``): words that share one can only make it say yes where no chant is."""
+    return _repeated_word(text, chunk, repeats)
+
+
+def _search(text: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
+    """``find_degenerate``'s search of ``text`` (its end already cut)."""
     segments, items = _split_markdown(text)
     same = 1
     for before, item in itertools.pairwise(items):
@@ -177,6 +195,15 @@ def _hashed_word_starts(segment: str, chunk: int, repeats: int) -> list[int] | N
 
 
 if not cython.compiled:
+
+    def _repeated_word(text: str, chunk: int, repeats: int) -> bool:
+        """``_may_chant``, interpreted. Compiled, ``_text.pxd`` writes it in C."""
+        words = text.split()
+        if not words:
+            return False
+        if max(map(len, words)) >= chunk:
+            return True
+        return max(Counter(word.lstrip(">") for word in words).values()) >= repeats
 
     def _word_table(segment: str, chunk: int, repeats: int) -> list[int] | None:
         """``_hashed_word_starts``, interpreted. Compiled, ``_text.pxd`` writes it in C."""
