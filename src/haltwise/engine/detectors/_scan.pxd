@@ -5,8 +5,8 @@
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_FindChar,
-                              PyUnicode_FromKindAndData, PyUnicode_KIND, PyUnicode_READ,
-                              PyUnicode_WRITE, Py_UNICODE_ISSPACE)
+                              PyUnicode_FromKindAndData, PyUnicode_GET_LENGTH, PyUnicode_KIND,
+                              PyUnicode_READ, PyUnicode_WRITE, Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
 
@@ -30,6 +30,25 @@ cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
 cdef inline Index _line_end(str text, Index begin, Index n) except -2:
     cdef Index end = PyUnicode_FindChar(text, 10, begin, n, 1)
     return n if end < 0 else end
+
+# Whether ``line`` holds an ASCII digit: a line of one byte per character read as bytes.
+cdef inline bint _has_digit(str line) noexcept:
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)
+    cdef int kind = PyUnicode_KIND(line)
+    cdef void* data = PyUnicode_DATA(line)
+    cdef const unsigned char* chars = <const unsigned char*>data
+    cdef Py_ssize_t i
+    cdef Py_UCS4 c
+    if kind == PyUnicode_1BYTE_KIND:
+        for i in range(n):
+            if <unsigned char>(chars[i] - 48) < 10:
+                return True
+        return False
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if 48 <= c <= 57:
+            return True
+    return False
 
 # ``_fold``'s loop over a text of one byte per character, and over one of any kind: each
 # writes at most ``size`` characters to ``out`` and says how many it wrote.
@@ -118,7 +137,8 @@ cdef bint _is_folded(str text, Index start) noexcept
 cpdef tuple line_hashes(list lines)
 @cython.locals(h=cython.ulonglong, run=bint, c=Py_UCS4)
 cpdef unsigned long long masked_hash(str line) except? 0
-@cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict)
+@cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
+               index=Index, masked=list)
 cpdef list masked_lines(list lines, bint every, object mask)
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
                kind=str)
@@ -127,8 +147,6 @@ cpdef object exception_name(str text)
 cpdef bint volatile_argument(str text) except -1
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
 cdef str _masked_line(str line, bint rules, dict seen, object mask)
-@cython.locals(c=Py_UCS4)
-cdef bint _has_digit(str line) noexcept
 @cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
 cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)

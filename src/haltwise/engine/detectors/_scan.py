@@ -166,20 +166,22 @@ def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], 
     scanned = 0
     size = -1
     rules = False
+    chosen: list[bool] = []  # whether each line is scanned: read once, not again to mask it
     for line in lines:
         if every or _has_digit(line):
             scanned += 1
             size += len(line) + 1
             rules = rules or _draws_rule(line)
+            chosen.append(True)
+        else:
+            chosen.append(False)
     if scanned == 0:
         return lines
     rules = rules or size < SHORT
     seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
     masked: list[str] = []
-    for line in lines:
-        if every or _has_digit(line):
-            line = _masked_line(line, rules, seen, mask)
-        masked.append(line)
+    for index, line in enumerate(lines):
+        masked.append(_masked_line(line, rules, seen, mask) if chosen[index] else line)
     return masked
 
 
@@ -351,13 +353,15 @@ def _masked_line(
     return masked
 
 
-def _has_digit(line: str) -> bool:
-    # Compiled, a loop over a str reads its characters where they lie; any() of a generator
-    # would make one.
-    for c in line:  # noqa: SIM110
-        if "0" <= c <= "9":
-            return True
-    return False
+if not cython.compiled:
+    # Compiled, ``_scan.pxd`` reads a line of one byte per character as bytes.
+
+    def _has_digit(line: str) -> bool:
+        """Whether ``line`` holds an ASCII digit."""
+        for c in line:  # noqa: SIM110
+            if "0" <= c <= "9":
+                return True
+        return False
 
 
 def _draws_rule(line: str) -> bool:
@@ -383,7 +387,7 @@ def _line_number_end(text: str, start: int, end: int) -> int:
     while i < end and (_char(text, i) == " " or _char(text, i) == "\t"):
         i += 1
     digits = i
-    while i < end and _char(text, i).isdecimal():
+    while i < end and _is_decimal(_char(text, i)):
         i += 1
     if i in (digits, end):
         return start
