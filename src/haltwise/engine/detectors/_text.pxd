@@ -1,6 +1,9 @@
 # _text.py's search for a chanted chunk with its positions and lengths as C integers, and the
 # strs and lists it reads typed, so that its loops over a segment's places run in C. Every
 # segment and word is a str the search made itself (joined or split), never a subclass of str.
+# Two of its functions are written here in C, over a str's characters where they lie and with
+# tables in memory of their own: the count of a text's words that decides whether it is
+# searched at all (``_repeated_word``), and the count of a segment's (``_word_table``).
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -14,6 +17,7 @@ cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repea
 cpdef list _chunk_starts(str segment, Py_ssize_t chunk)
 @cython.locals(places=list, limit=Py_ssize_t, position=Py_ssize_t, word=str)
 cpdef list _frequent_word_starts(str segment, list words, Py_ssize_t chunk, Py_ssize_t repeats)
+
 # ``_text._word_table`` in C: each word's start and row, and the table's rows (a hash and a
 # count), in memory of its own rather than in arrays made per segment.
 cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats):
