@@ -4,9 +4,10 @@
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_FindChar,
-                              PyUnicode_FromKindAndData, PyUnicode_GET_LENGTH, PyUnicode_KIND,
-                              PyUnicode_READ, PyUnicode_WRITE, Py_UNICODE_ISSPACE)
+from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
+                              PyUnicode_FindChar, PyUnicode_FromKindAndData,
+                              PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
+                              Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
 
@@ -50,13 +51,20 @@ cdef inline bint _has_digit(str line) noexcept:
             return True
     return False
 
-# ``_fold``'s loop over a text of one byte per character, and over one of any kind: each
-# writes at most ``size`` characters to ``out`` and says how many it wrote.
-cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end, unsigned char* out,
-                              Index size) noexcept:
+# The characters of a str as its kind lays them out (one, two or four bytes each), for the
+# loops written once for every kind.
+ctypedef fused Char:
+    unsigned char
+    unsigned short
+    unsigned int
+
+# ``_fold``'s loop, over the characters of one kind: it writes at most ``size`` of them to
+# ``out`` and says how many it wrote.
+cdef inline Index _fold_in(const Char* text, Index start, Index end, Char* out,
+                           Index size) noexcept:
     cdef Index length = 0
     cdef bint spaced = False
-    cdef unsigned char c
+    cdef Char c
     while start < end:
         c = text[start]
         start += 1
@@ -72,28 +80,6 @@ cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end,
         if length >= size:
             break
         out[length] = c
-        length += 1
-    return length
-
-cdef inline Index _fold_any(Text text, Index start, Index end, void* out, Index size) noexcept:
-    cdef Index length = 0
-    cdef bint spaced = False
-    cdef Py_UCS4 c
-    while start < end:
-        c = PyUnicode_READ(text.kind, text.data, start)
-        start += 1
-        if Py_UNICODE_ISSPACE(c):
-            spaced = length > 0
-            continue
-        if spaced:
-            if length >= size:
-                break
-            PyUnicode_WRITE(text.kind, out, length, 32)
-            length += 1
-            spaced = False
-        if length >= size:
-            break
-        PyUnicode_WRITE(text.kind, out, length, c)
         length += 1
     return length
 
@@ -113,12 +99,13 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
         if data == NULL:
             raise MemoryError()
     try:
+        # Read and written as the kind lays them out, with no switch on the kind for each.
         if text.kind == PyUnicode_1BYTE_KIND:
-            # Nearly every text: its characters read and written as bytes, with no switch on
-            # the kind for each.
-            length = _fold_bytes(<unsigned char*>text.data, start, end, <unsigned char*>data, size)
+            length = _fold_in(<unsigned char*>text.data, start, end, <unsigned char*>data, size)
+        elif text.kind == PyUnicode_2BYTE_KIND:
+            length = _fold_in(<unsigned short*>text.data, start, end, <unsigned short*>data, size)
         else:
-            length = _fold_any(text, start, end, data, size)
+            length = _fold_in(<unsigned int*>text.data, start, end, <unsigned int*>data, size)
         return PyUnicode_FromKindAndData(text.kind, data, length)
     finally:
         if data != <void*>line:

@@ -10,6 +10,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ, Py_UNICODE_ISSPACE
 from libc.stdlib cimport calloc, free
 
+from haltwise.engine.detectors._scan cimport Char
+
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
 cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repeats,
                     Py_ssize_t max_gap)
@@ -17,6 +19,18 @@ cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repea
 cpdef list _chunk_starts(str segment, Py_ssize_t chunk)
 @cython.locals(places=list, limit=Py_ssize_t, position=Py_ssize_t, word=str)
 cpdef list _frequent_word_starts(str segment, list words, Py_ssize_t chunk, Py_ssize_t repeats)
+
+# Count the hash ``h`` in ``table`` (rows of a hash and a count, ``mask + 1`` of them, probed in
+# turn from the hash's own; 0 marks an empty row, so a hash of 0 is counted as 1): its row.
+cdef inline Py_ssize_t _counted(unsigned long long* table, Py_ssize_t mask,
+                                unsigned long long h) noexcept:
+    cdef unsigned long long key = h if h else 1
+    cdef Py_ssize_t row = <Py_ssize_t>(key & <unsigned long long>mask)
+    while table[2 * row] != 0 and table[2 * row] != key:
+        row = (row + 1) & mask
+    table[2 * row] = key
+    table[2 * row + 1] += 1
+    return row
 
 # ``_text._word_table`` in C: each word's start and row, and the table's rows (a hash and a
 # count), in memory of its own rather than in arrays made per segment.
@@ -34,7 +48,6 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
     cdef unsigned long long basis = 0xCBF29CE484222325ULL
     cdef unsigned long long prime = 0x100000001B3ULL
     cdef unsigned long long h = basis
-    cdef unsigned long long key
     cdef Py_UCS4 c
     cdef list places
     for index in range(n):
@@ -57,12 +70,7 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
                 continue
             if index - 1 - start >= chunk:
                 return None
-            key = h if h else 1
-            row = <Py_ssize_t>(key & <unsigned long long>mask)
-            while table[2 * row] != 0 and table[2 * row] != key:
-                row = (row + 1) & mask
-            table[2 * row] = key
-            table[2 * row + 1] += 1
+            row = _counted(table, mask, h)
             seen = <Py_ssize_t>table[2 * row + 1]
             if seen > most:
                 most = seen
@@ -86,13 +94,6 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
         PyMem_Free(words)
         free(table)
 
-# The characters of a str as its kind lays them out (one, two or four bytes each), for the
-# loops written once for every kind.
-ctypedef fused Char:
-    unsigned char
-    unsigned short
-    unsigned int
-
 # ``_text._may_chant`` in C: the words of ``text`` (runs of characters that are not white
 # space) counted by an FNV-1a hash of each, its leading ``>`` aside, in a table of their own.
 cdef inline bint _repeated_word(str text, Py_ssize_t chunk, Py_ssize_t repeats) except -1:
@@ -114,7 +115,6 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
     cdef unsigned long long basis = 0xCBF29CE484222325ULL
     cdef unsigned long long prime = 0x100000001B3ULL
     cdef unsigned long long h = basis
-    cdef unsigned long long key
     cdef unsigned int c
     for index in range(n):
         if Py_UNICODE_ISSPACE(text[index]):
@@ -141,12 +141,7 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
                 if inside:
                     if length >= chunk:
                         return True
-                    key = h if h else 1
-                    row = <Py_ssize_t>(key & <unsigned long long>mask)
-                    while table[2 * row] != 0 and table[2 * row] != key:
-                        row = (row + 1) & mask
-                    table[2 * row] = key
-                    table[2 * row + 1] += 1
+                    row = _counted(table, mask, h)
                     if <Py_ssize_t>table[2 * row + 1] >= repeats:
                         return True
                 inside = False
