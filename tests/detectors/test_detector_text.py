@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,12 +25,14 @@ from haltwise.engine.detectors import degenerate_text, find_degenerate, monologu
 from haltwise.engine.detectors._text import (
     _chant,
     _chunk_starts,
+    _find,
     _frequent_word_starts,
     _hashed_word_starts,
     _may_chant,
     _search,
     _word_starts,
 )
+from haltwise.engine.errors import InvalidValueError
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -239,7 +243,25 @@ def test_a_text_in_which_no_word_comes_back_is_not_searched_and_holds_no_chant(
     found = _search(text, chunk, repeats, max_gap)
     if not _may_chant(text, chunk, repeats):
         assert found is None
-    assert find_degenerate(text, chunk=chunk, repeats=repeats, max_gap=max_gap) == found
+    assert _find(text, chunk, repeats, max_gap) == found
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"chunk": 4}, "find_degenerate(chunk)"),  # a chunk this short hung the search
+        ({"chunk": 0}, "find_degenerate(chunk)"),
+        ({"repeats": 1}, "find_degenerate(repeats)"),
+        ({"repeats": -1}, "find_degenerate(repeats)"),
+        ({"chunk": 50, "max_gap": 10}, "find_degenerate(max_gap)"),
+        ({"chunk": True}, "find_degenerate(chunk)"),
+    ],
+)
+def test_find_degenerate_refuses_numbers_it_cannot_search_with(
+    options: dict[str, int], named: str
+) -> None:
+    with pytest.raises(InvalidValueError, match=re.escape(named)):
+        find_degenerate("a" * 100, **options)
 
 
 def test_what_may_chant() -> None:

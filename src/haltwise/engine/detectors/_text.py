@@ -97,8 +97,18 @@ def find_degenerate(
 
     Prose degenerates when one ``chunk``-character stretch (taken at word starts) comes back
     ``repeats`` times, each within ``max_gap`` characters of the last on average; a list, when
-    ``repeats`` items in a row are the same.
+    ``repeats`` items in a row are the same. The numbers are checked as ``degenerate_text``
+    checks them (``InvalidValueError``): a chunk under 8 characters long cannot be stepped
+    through a word.
     """
+    check_int(repeats, "find_degenerate(repeats)", 2)
+    check_int(chunk, "find_degenerate(chunk)", 8)
+    check_int(max_gap, "find_degenerate(max_gap)", chunk)
+    return _find(text, chunk, repeats, max_gap)
+
+
+def _find(text: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
+    """``find_degenerate`` with its numbers checked already (``degenerate_text`` did)."""
     text = text[-_MAX_TEXT:]
     if not _may_chant(text, chunk, repeats):
         return None
@@ -441,9 +451,7 @@ class _Degenerate(Detector):
             if not text or text is state.last_text or text == state.last_text:
                 return None
             state.last_text = text
-            found = find_degenerate(
-                text, chunk=self.chunk, repeats=self.repeats, max_gap=self.max_gap
-            )
+            found = _find(text, self.chunk, self.repeats, self.max_gap)
             if found is None:
                 return None
             piece, count = found
