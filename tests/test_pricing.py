@@ -27,6 +27,7 @@ from genai_prices.types import (
 )
 
 import haltwise.pricing as pricing
+from haltwise import Governor, ModelRequest, ModelResponse, RunStarted, max_cost
 from haltwise.engine.errors import ConfigurationError, InvalidValueError
 from haltwise.engine.pricing import Pricer, dollars, in_units, units
 from haltwise.pricing import ModelRate, Prices, parse_price_table
@@ -63,6 +64,30 @@ def calc_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     # haltwise.pricing imports it where it looks a model up: the module's own name is patched.
     monkeypatch.setattr(genai_prices, "calc_price", counting)
     return calls
+
+
+def test_governors_given_no_pricer_share_one_and_look_a_model_up_once(
+    calc_calls: list[str],
+) -> None:
+    # A governor made for each run used to look its model up in genai-prices again at its
+    # first call, some 0.9 ms each.
+    def one_call(governor: Governor) -> None:
+        governor.handle(RunStarted(prompt="go"))
+        governor.handle(ModelRequest(model="gpt-4o", max_tokens=100))
+        governor.handle(ModelResponse(model="gpt-4o", input_tokens=1_000, output_tokens=50))
+        assert governor.usage.cost == Decimal("0.003")
+
+    first, second = Governor(max_cost("1.00")), Governor(max_cost("1.00"))
+    one_call(first)
+    calc_calls.clear()
+    one_call(second)
+    assert calc_calls == []
+    assert pricing.shared_prices().knows("gpt-4o")
+    mine = Prices({"gpt-4o": {"input": "1", "output": "1"}})
+    own = Governor(max_cost("1.00"), pricer=mine)
+    own.handle(RunStarted(prompt="go"))
+    own.handle(ModelResponse(model="gpt-4o", input_tokens=1_000_000, output_tokens=0))
+    assert own.usage.cost == Decimal("1")  # a pricer given is the governor's own
 
 
 def test_importing_haltwise_leaves_genai_prices_until_a_model_is_looked_up() -> None:

@@ -1250,12 +1250,13 @@ class Governor:
                 after = set(member.post_events)
                 if member.warn_at is not None:
                     after.update(member.pre_events)
+                check = (member, slot, ctx)
+                checked_after = [event_type for event_type in ALL_EVENTS if event_type in after]
                 for table in (full,) if timer else (full, fast):
                     for event_type in member.pre_events:
-                        table[event_type][0].append((member, slot, ctx))
-                    for event_type in ALL_EVENTS:
-                        if event_type in after:
-                            table[event_type][1].append((member, slot, ctx))
+                        table[event_type][0].append(check)
+                    for event_type in checked_after:
+                        table[event_type][1].append(check)
                 if isinstance(member, Leaf) and slot is not None and not member.shadow:
                     if member.allows:
                         allowing.append((member, slot, ctx))
@@ -1322,9 +1323,9 @@ class Governor:
 
     def _pricing(self) -> UnitPricer:
         if self._pricer is None:
-            from ..pricing import Prices
+            from ..pricing import shared_prices
 
-            self._pricer = Prices()
+            self._pricer = shared_prices()
         return self._pricer
 
     def _price(
