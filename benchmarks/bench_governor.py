@@ -20,7 +20,9 @@ Contenders, each called once per event of the same pre-built stream (a run = ``R
   archive`` and imported under another name, so that a change to the hot path is measured
   before and after in the same run. Skipped, saying why, outside a git checkout.
 
-Then one LLM call as a driver reports it (its two events built and handled) by the build in
+Then a run's start and its first LLM call on a Governor made for the run (as a service that
+governs each request apart makes one) and on one made once. Then one LLM call as a driver
+reports it (its two events built and handled) by the build in
 force (compiled, when haltwise was installed with a C compiler) and, when that is the compiled
 one, by the pure build beside it (the same sources, copied without their extensions and
 imported as ``haltwise_pure``), next to the same at BASE and to the floors: the events built
@@ -766,6 +768,42 @@ def measure_memory() -> tuple[int, int]:
     return int(retained), high_water
 
 
+#: Runs per round of ``measure_new_run``, and its rounds.
+NEW_RUNS = 50
+NEW_ROUNDS = 40
+
+
+def measure_new_run() -> None:
+    """A Governor made for each run, as a service that governs each request apart makes one:
+    its construction, ``RunStarted`` and the run's first LLM call (priced by haltwise), beside
+    the same run started on a Governor made once; interleaved rounds, medians."""
+    made = limits()
+
+    def first_call(governor: Governor) -> None:
+        governor.handle(RunStarted(prompt="Fix the failing test"))
+        governor.handle(ModelRequest(model=MODEL, max_tokens=1024))
+        governor.handle(ModelResponse(model=MODEL, input_tokens=1_200, output_tokens=300))
+
+    reused = Governor(made)
+    players: dict[str, Callable[[], None]] = {
+        "a Governor made for the run": lambda: first_call(Governor(made)),
+        "a Governor made once, its run started": lambda: first_call(reused),
+    }
+    times: dict[str, list[float]] = {name: [] for name in players}
+    for run in players.values():
+        for _ in range(NEW_RUNS):
+            run()
+    for _ in range(NEW_ROUNDS):
+        for name, run in players.items():
+            started = time.perf_counter()
+            for _ in range(NEW_RUNS):
+                run()
+            times[name].append((time.perf_counter() - started) / NEW_RUNS * 1e6)
+    print("\nA run's start and its first LLM call, µs (median of interleaved rounds)")
+    for name, measured in times.items():
+        print(f"  {name:40} {statistics.median(measured):>8.1f}")
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -773,6 +811,7 @@ def main() -> None:
     players, overhead = measure_speed()
     print_speed(players, overhead)
     measure_llm_call()
+    measure_new_run()
     measure_memory()
 
 
