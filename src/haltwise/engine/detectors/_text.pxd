@@ -32,7 +32,7 @@ cdef inline Py_ssize_t _counted(unsigned long long* table, Py_ssize_t mask,
     table[2 * row + 1] += 1
     return row
 
-# ``_text._word_table`` in C: each word's start and row, and the table's rows (a hash and a
+# ``_text._word_starts`` in C: each word's start and row, and the table's rows (a hash and a
 # count), in memory of its own rather than in arrays made per segment.
 cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats):
     cdef Py_ssize_t n = len(segment)
@@ -160,5 +160,4 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
     finally:
         free(table)
 
-cpdef object _hashed_word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)
 cpdef object _word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from array import array
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -179,28 +178,12 @@ def _chunk_starts(segment: str, chunk: int) -> list[int]:
 
 
 def _word_starts(segment: str, chunk: int, repeats: int) -> list[int] | None:
-    """The places of ``_frequent_word_starts`` (compiled, of ``_hashed_word_starts``), or None
-    when a word of ``segment`` is a chunk long or longer."""
-    if cython.compiled:
-        return _hashed_word_starts(segment, chunk, repeats)
-    words = segment.split(" ")
-    if max(map(len, words)) >= chunk:
-        return None
-    return _frequent_word_starts(segment, words, chunk, repeats)
-
-
-#: FNV-1a, 64 bits: its offset basis and prime; and what keeps a hash to 64 bits.
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_LOW_64 = 0xFFFFFFFFFFFFFFFF
-
-
-def _hashed_word_starts(segment: str, chunk: int, repeats: int) -> list[int] | None:
-    """``_frequent_word_starts`` with each word counted by a hash of it (FNV-1a over its code
-    points) in a table of C integers, in one pass over the segment's characters: no str is
-    made of a word. Words that share a hash are counted together, which can only add places
-    where no chunk comes back often enough: a chunk begins with its whole first word, so it
-    comes back at most as often as that word. None when a word is a chunk long or longer."""
+    """The places of ``_frequent_word_starts``, or None when a word of ``segment`` is a chunk
+    long or longer. Compiled (``_text.pxd``), each word is counted by a hash of it (FNV-1a over
+    its code points) in a table of C integers, in one pass over the segment's characters: no
+    str is made of a word. Words that share a hash are counted together, which can only add
+    places where no chunk comes back often enough: a chunk begins with its whole first word, so
+    it comes back at most as often as that word."""
     return _word_table(segment, chunk, repeats)
 
 
@@ -216,53 +199,11 @@ if not cython.compiled:
         return max(Counter(word.lstrip(">") for word in words).values()) >= repeats
 
     def _word_table(segment: str, chunk: int, repeats: int) -> list[int] | None:
-        """``_hashed_word_starts``, interpreted. Compiled, ``_text.pxd`` writes it in C."""
-        n = len(segment)
-        count = segment.count(" ") + 1
-        size = 16
-        while size < 2 * count:
-            size *= 2
-        mask = size - 1
-        # For each word, where it starts and its row in the table; for each row, the hash of its
-        # words (0 for an empty row: a hash of 0 is taken as 1) and how many words have it.
-        words = array("q", bytes(16 * count))
-        table = array("Q", bytes(16 * size))
-        h = _FNV_OFFSET
-        start = word = most = 0
-        index = 0
-        while index <= n:
-            c = segment[index] if index < n else " "
-            index += 1
-            if c != " ":
-                h = ((h ^ ord(c)) * _FNV_PRIME) & _LOW_64
-                continue
-            if index - 1 - start >= chunk:
-                return None
-            key = h if h else 1
-            row = key & mask
-            while table[2 * row] != 0 and table[2 * row] != key:
-                row = (row + 1) & mask
-            table[2 * row] = key
-            seen = table[2 * row + 1] + 1
-            table[2 * row + 1] = seen
-            most = max(most, seen)
-            words[2 * word] = start
-            words[2 * word + 1] = row
-            word += 1
-            h = _FNV_OFFSET
-            start = index
-        places: list[int] = []
-        if most < repeats:
-            return places
-        limit = n - chunk
-        for word in range(count):
-            start = words[2 * word]
-            if start > limit:
-                break
-            seen = table[2 * words[2 * word + 1] + 1]
-            if seen >= repeats:
-                places.append(start)
-        return places
+        """``_word_starts``, interpreted: the words counted exactly."""
+        words = segment.split(" ")
+        if max(map(len, words)) >= chunk:
+            return None
+        return _frequent_word_starts(segment, words, chunk, repeats)
 
 
 def _frequent_word_starts(segment: str, words: list[str], chunk: int, repeats: int) -> list[int]:
