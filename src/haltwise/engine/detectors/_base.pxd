@@ -38,3 +38,6 @@ cdef class ToolState(LadderState):
     cdef public dict pending
     cdef public set refused
     cdef public Recent recent
+
+@cython.locals(pending=dict, refused=set)
+cdef ActionInfo _take_pending(ToolState state, object event)

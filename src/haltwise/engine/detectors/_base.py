@@ -405,7 +405,7 @@ class ToolDetector(Detector):
                 del pending[next(iter(pending))]
             return None
         if kind is ToolResult:
-            action = cython.declare(ActionInfo, self._take_pending(state, event))
+            action = cython.declare(ActionInfo, _take_pending(state, event))
             if action is None:
                 return None
             result = cython.declare(ResultInfo, analyze_result(event, action))
@@ -429,21 +429,6 @@ class ToolDetector(Detector):
         self.reset(state)
         return None
 
-    def _take_pending(self, state: ToolState, event: ToolResult) -> ActionInfo | None:
-        call_id = event.call_id
-        if call_id in state.refused:
-            state.refused.discard(call_id)
-            return None
-        pending = state.pending
-        if call_id in pending:
-            return pending.pop(call_id)
-        # No id to match: the oldest call of that tool (drivers without call ids run in order).
-        for pending_id, info in pending.items():
-            if info.name == event.name:
-                del pending[pending_id]
-                return info
-        return None
-
     def threshold(self, n: int, slot: Slot, name: str) -> int:
         """``n``, or the polling threshold for a polling tool (three times ``n`` by default)."""
         if name in self.polling_tools:
@@ -462,6 +447,26 @@ class ToolDetector(Detector):
 
     def reset(self, state: Any) -> None:
         """Forget the pattern being counted (progress was reported)."""
+
+
+def _take_pending(state: ToolState, event: ToolResult) -> ActionInfo | None:
+    """The admitted call ``event`` answers, taken from those awaiting results; None for the
+    result of a refused call, or of a call this detector never saw."""
+    call_id = event.call_id
+    refused = state.refused
+    if refused and call_id in refused:
+        refused.discard(call_id)
+        return None
+    pending = state.pending
+    action = pending.pop(call_id, None)
+    if action is not None:
+        return action
+    # No id to match: the oldest call of that tool (drivers without call ids run in order).
+    for pending_id, info in pending.items():
+        if info.name == event.name:
+            del pending[pending_id]
+            return info
+    return None
 
 
 # --------------------------------------------------------------------------------------------

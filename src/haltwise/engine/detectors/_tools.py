@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..decisions import Block
 from ..events import ToolCall
@@ -20,6 +20,17 @@ from ..state import Slot
 from ._base import CLEAR, ToolDetector, ToolState, Verdict, check_fields, check_int, check_tools
 from ._base import options as _options
 from ._keys import DEFAULT_IGNORED_FIELDS, ActionInfo, ResultInfo
+
+if TYPE_CHECKING:
+    from .. import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError  # Cython's own stand-ins: haltwise's are the same everywhere
+    except ImportError:
+        from .. import _pure as cython
 
 __all__ = ["cycles", "no_progress", "repeats", "same_errors", "scattered"]
 
@@ -60,21 +71,24 @@ class _Repeats(ToolDetector):
     def step(
         self, state: _StreakState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        if action.key == state.last_key and not new:
-            state.streak += 1
+        # Typed (compiled): their fields are C struct members.
+        streak = cython.declare(_StreakState, state)
+        info = cython.declare(ActionInfo, action)
+        if not new and info.key == streak.last_key:
+            streak.streak += 1
         else:
-            state.last_key = action.key
-            state.streak = 1
-            if state.level == CLEAR:
-                state.onset = slot.tally.turns
+            streak.last_key = info.key
+            streak.streak = 1
+            if streak.level == CLEAR:
+                streak.onset = slot.tally.turns
             return None
-        if state.streak < self.threshold(self.n, slot, action.name):
+        if streak.streak < self.threshold(self.n, slot, info.name):
             return None
         what = (
-            f"{action.preview!r} ran {_times(state.streak)} in a row with the same result "
+            f"{info.preview!r} ran {_times(streak.streak)} in a row with the same result "
             f"({result.preview!r})"
         )
-        return self._detected(state, slot, what, (action.key,), state.onset)
+        return self._detected(state, slot, what, (info.key,), streak.onset)
 
     def reset(self, state: _StreakState) -> None:
         state.last_key = None
@@ -114,36 +128,39 @@ class _SameErrors(ToolDetector):
     def step(
         self, state: _SameErrorState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        if result.error is None:
-            self.reset(state)
+        failing = cython.declare(_SameErrorState, state)
+        info = cython.declare(ActionInfo, action)
+        judged = cython.declare(ResultInfo, result)
+        error = judged.error
+        if error is None:
+            if failing.last is not None or failing.tool is not None:
+                self.reset(state)
             return None
-        current = (action.key, result.error)
-        if current == state.last:
-            state.streak += 1
+        current = (info.key, error)
+        if current == failing.last:
+            failing.streak += 1
         else:
-            state.last = current
-            state.streak = 1
-        tool = (action.name, result.error)
-        if tool == state.tool:
-            state.tool_streak += 1
+            failing.last = current
+            failing.streak = 1
+        tool = (info.name, error)
+        if tool == failing.tool:
+            failing.tool_streak += 1
         else:
-            state.tool = tool
-            state.tool_streak = 1
-            if state.level == CLEAR:
-                state.onset = slot.tally.turns
-        if state.streak >= self.threshold(self.n, slot, action.name):
-            what = (
-                f"{action.preview!r} failed {_times(state.streak)} in a row with {result.error!r}"
-            )
-            return self._detected(state, slot, what, (action.key,), state.onset)
-        if self.tool_n is not None and state.tool_streak >= self.threshold(
-            self.tool_n, slot, action.name
+            failing.tool = tool
+            failing.tool_streak = 1
+            if failing.level == CLEAR:
+                failing.onset = slot.tally.turns
+        if failing.streak >= self.threshold(self.n, slot, info.name):
+            what = f"{info.preview!r} failed {_times(failing.streak)} in a row with {error!r}"
+            return self._detected(state, slot, what, (info.key,), failing.onset)
+        if self.tool_n is not None and failing.tool_streak >= self.threshold(
+            self.tool_n, slot, info.name
         ):
             what = (
-                f"{action.name} failed {_times(state.tool_streak)} in a row with "
-                f"{result.error!r}, whatever its arguments (last: {action.preview!r})"
+                f"{info.name} failed {_times(failing.tool_streak)} in a row with "
+                f"{error!r}, whatever its arguments (last: {info.preview!r})"
             )
-            return self._detected(state, slot, what, (action.key,), state.onset)
+            return self._detected(state, slot, what, (info.key,), failing.onset)
         return None
 
     def reset(self, state: _SameErrorState) -> None:
@@ -160,8 +177,8 @@ class _CycleState(ToolState):
 
     def __init__(self, window: int, max_period: int) -> None:
         super().__init__(window)
-        #: The last ``max_period`` actions.
-        self.actions: deque[ActionInfo] = deque(maxlen=max_period)
+        #: The last ``max_period`` actions, the last one last.
+        self.actions: list[ActionInfo] = []
         #: For each period p: how many steps in a row equalled the step p before.
         self.matches = [0] * (max_period + 1)
         #: Steps since the last result with new information.
@@ -187,23 +204,34 @@ class _Cycles(ToolDetector):
     def step(
         self, state: _CycleState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        actions = state.actions
-        matches = state.matches
-        count = len(actions)
-        key = action.key
-        for period in range(1, self.max_period + 1):
-            if period <= count and actions[-period].key == key:
+        cycling = cython.declare(_CycleState, state)
+        actions = cycling.actions
+        matches = cycling.matches
+        count = cython.declare(cython.int, len(actions))
+        top = cython.declare(cython.int, self.max_period)
+        info = cython.declare(ActionInfo, action)
+        key = info.key
+        for period in range(1, top + 1):
+            earlier = cython.declare(
+                ActionInfo, actions[count - period] if period <= count else None
+            )
+            if earlier is not None and earlier.key == key:
                 matches[period] += 1
             else:
                 matches[period] = 0
         actions.append(action)
-        state.since_new = 0 if new else state.since_new + 1
-        repetitions = self.repetitions
-        for period in range(self.min_period, self.max_period + 1):
+        if count == top:
+            del actions[0]
+        cycling.since_new = 0 if new else cycling.since_new + 1
+        repetitions = cython.declare(cython.int, self.repetitions)
+        bottom = cython.declare(cython.int, self.min_period)
+        if cycling.since_new < (repetitions - 1) * bottom:
+            return None  # too few steps without news for the shortest cycle, so for any
+        for period in range(bottom, top + 1):
             repeated = (repetitions - 1) * period
-            if matches[period] < repeated or state.since_new < repeated:
+            if matches[period] < repeated or cycling.since_new < repeated:
                 continue
-            cycle = list(actions)[-period:]
+            cycle = actions[-period:]
             if period > 1 and len({step.key for step in cycle}) == 1:
                 continue  # one action over and over: a repeat, not a cycle
             shown = " → ".join(repr(step.preview) for step in cycle)
@@ -216,7 +244,7 @@ class _Cycles(ToolDetector):
         return None
 
     def reset(self, state: _CycleState) -> None:
-        state.actions.clear()
+        state.actions = []
         state.matches = [0] * (self.max_period + 1)
         state.since_new = 0
 
@@ -251,14 +279,17 @@ class _Scattered(ToolDetector):
     def step(
         self, state: _ScatteredState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        key = action.key
+        scattered = cython.declare(_ScatteredState, state)
+        info = cython.declare(ActionInfo, action)
+        key = info.key
         duplicate = not new
-        state.steps.append((key, duplicate))
-        counts = state.counts
+        steps = scattered.steps
+        steps.append((key, duplicate))
+        counts = scattered.counts
         if duplicate:
             counts[key] = counts.get(key, 0) + 1
-        if len(state.steps) > self.window:
-            old, was_duplicate = state.steps.popleft()
+        if len(steps) > self.window:
+            old, was_duplicate = steps.popleft()
             if was_duplicate:
                 left = counts[old] - 1
                 if left:
@@ -266,10 +297,10 @@ class _Scattered(ToolDetector):
                 else:
                     del counts[old]
         times = counts.get(key, 0) + 1
-        if not duplicate or times < self.threshold(self.n, slot, action.name):
+        if not duplicate or times < self.threshold(self.n, slot, info.name):
             return None
         what = (
-            f"{action.preview!r} ran {times} times within the last {self.window} calls, "
+            f"{info.preview!r} ran {times} times within the last {self.window} calls, "
             f"with the same result ({result.preview!r})"
         )
         return self._detected(state, slot, what, (key,))
@@ -323,12 +354,13 @@ class _NoProgress(ToolDetector):
         if type(event) is ToolCall:
             assert slot is not None
             self._acted(slot.state, event)
-        return super().post(event, slot, ctx)
+        return ToolDetector.post(self, event, slot, ctx)
 
     def _acted(self, state: _NoProgressState, call: ToolCall) -> None:
-        state.acted = True
-        if call.name not in self.polling_tools:
-            state.only_polling = False
+        acting = cython.declare(_NoProgressState, state)
+        acting.acted = True
+        if acting.only_polling and call.name not in self.polling_tools:
+            acting.only_polling = False
 
     def step(
         self,
@@ -338,13 +370,16 @@ class _NoProgress(ToolDetector):
         result: ResultInfo,
         new: bool,
     ) -> Verdict:
+        stalled = cython.declare(_NoProgressState, state)
+        info = cython.declare(ActionInfo, action)
+        key = info.key
         if new:
-            state.moved = True
-        if action.name not in self.polling_tools:
-            state.only_polling = False
-        keys = state.keys
-        keys.pop(action.key, None)
-        keys[action.key] = None
+            stalled.moved = True
+        if stalled.only_polling and info.name not in self.polling_tools:
+            stalled.only_polling = False
+        keys = stalled.keys
+        keys.pop(key, None)
+        keys[key] = None
         if len(keys) > self.window:
             del keys[next(iter(keys))]
         return None
