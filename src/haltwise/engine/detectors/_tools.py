@@ -211,6 +211,7 @@ class _Cycles(ToolDetector):
         top = cython.declare(cython.int, self.max_period)
         info = cython.declare(ActionInfo, action)
         key = info.key
+        period = cython.declare(cython.int)
         for period in range(1, top + 1):
             earlier = cython.declare(
                 ActionInfo, actions[count - period] if period <= count else None
