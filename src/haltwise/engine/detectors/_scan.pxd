@@ -11,6 +11,9 @@ from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnic
 
 ctypedef Py_ssize_t Index
 
+# _scan.py's table of the characters that start a branch, read as a C array (_STARTS holds it).
+cdef const unsigned char* _starts
+
 # A str's characters where they lie: the bytes each takes (1, 2 or 4) and where they start. The
 # scans read a text's characters through it, each with one switch on the kind, not with the
 # tests of the str that indexing it repeats for every character. It does not hold the str: each
@@ -26,6 +29,22 @@ cdef inline Text _view(str text) noexcept:
 
 cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
     return PyUnicode_READ(text.kind, text.data, i)
+
+# The first index from ``i`` on at which a character of ``text`` starts a branch, or ``n``: a
+# text of one byte per character (every text ``spans`` reads) is read as bytes.
+cdef inline Index _skip(Text text, Index n, Index i) noexcept:
+    cdef const unsigned char* chars = <const unsigned char*>text.data
+    cdef Py_UCS4 c
+    if text.kind == PyUnicode_1BYTE_KIND:
+        while i < n and (chars[i] >= 128 or not _starts[chars[i]]):
+            i += 1
+        return i
+    while i < n:
+        c = _char(text, i)
+        if c < 128 and _starts[c]:
+            break
+        i += 1
+    return i
 
 # Where the line of ``text`` that holds ``begin`` ends: its next line break, or ``n``.
 cdef inline Index _line_end(str text, Index begin, Index n) except -2:
@@ -111,7 +130,7 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
         if data != <void*>line:
             PyMem_Free(data)
 
-@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, code=Index, second=Py_UCS4,
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, second=Py_UCS4,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
 @cython.locals(line=str, n=Index, begin=Index, end=Index, chars=Text)
@@ -139,13 +158,14 @@ cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
 cdef Index _line_number_end(Text text, Index start, Index end) noexcept
 
-cdef bint _is_decimal(Py_UCS4 c) noexcept
-cdef bint _is_digit(Py_UCS4 c) noexcept
-cdef bint _is_hex(Py_UCS4 c) noexcept
-cdef bint _is_word(Py_UCS4 c) noexcept
-cdef bint _is_space(Py_UCS4 c) noexcept
-cdef Py_UCS4 _next(Text text, Index n, Index i) noexcept
-cdef bint _boundary(Text text, Index n, Index i) noexcept
+# The tests of one character, inlined where the scans make them (at most characters they read).
+cdef inline bint _is_decimal(Py_UCS4 c) noexcept
+cdef inline bint _is_digit(Py_UCS4 c) noexcept
+cdef inline bint _is_hex(Py_UCS4 c) noexcept
+cdef inline bint _is_word(Py_UCS4 c) noexcept
+cdef inline bint _is_space(Py_UCS4 c) noexcept
+cdef inline Py_UCS4 _next(Text text, Index n, Index i) noexcept
+cdef inline bint _boundary(Text text, Index n, Index i) noexcept
 cdef Index _digits(Text text, Index n, Index i) noexcept
 @cython.locals(end=Index)
 cdef bint _count(Text text, Index n, Index i, Index many, bint hex_digits) noexcept

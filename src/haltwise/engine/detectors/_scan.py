@@ -66,6 +66,8 @@ _STARTS: bytes = cython.declare(
     bytes,
     bytes(int(chr(code) in "0123456789abcdefABCDEFpPtTl[s/=_~*#-") for code in range(128)),
 )
+#: The same table; compiled, a C pointer to its bytes, so that a scan reads it as an array.
+_starts = _STARTS
 
 
 def spans(text: str, rules: bool) -> list[int]:
@@ -81,12 +83,11 @@ def spans(text: str, rules: bool) -> list[int]:
     digits_end = hex_end = 0
     duration = after = -1
     i = 0
-    while i < n:
+    while True:
+        i = _skip(chars, n, i)  # most characters start no branch
+        if i == n:
+            break
         c = _char(chars, i)
-        code = ord(c)
-        if code >= 128 or not _STARTS[code]:
-            i += 1  # most characters start no branch
-            continue
         end = -1
         if "0" <= c <= "9":
             if i >= digits_end:
@@ -415,6 +416,13 @@ if not cython.compiled:
     def _char(text: str, i: int) -> str:
         """The character at ``i`` of what ``_view`` gave."""
         return text[i]
+
+    def _skip(text: str, n: int, i: int) -> int:
+        """The first index from ``i`` on at which a character of what ``_view`` gave starts a
+        branch, or ``n``."""
+        while i < n and (text[i] >= "\x80" or not _starts[ord(text[i])]):
+            i += 1
+        return i
 
     def _line_end(text: str, begin: int, n: int) -> int:
         """Where the line of ``text`` that holds ``begin`` ends: its next line break, or
