@@ -18,11 +18,14 @@ from haltwise.engine.detectors import (
     stuck,
 )
 from haltwise.engine.detectors._keys import (
+    _ONLY_ARGS,
     MAX_LINE_CHARS,
+    _analyze_result,
     _folded_lines,
     _last_exception_name,
     _line_hashes,
     _numbers_masked,
+    _sample,
     _shorten,
     analyze_call,
     analyze_result,
@@ -235,6 +238,29 @@ def test_a_preview_is_the_text_folded_and_cut(parts: list[str], limit: int) -> N
     folded = " ".join(text.split())
     expected = folded if len(folded) <= limit else folded[: limit - 1] + "…"
     assert _shorten(text, limit) == expected
+
+
+_ECHO_PARTS = st.sampled_from(
+    ["No matches for ", "'needle'", "needle", "\n", " ", "- ", "===", "\x00arg\x00", "3 found", "x"]
+)
+
+
+@given(
+    st.lists(_ECHO_PARTS, max_size=30).map("".join),
+    st.lists(st.sampled_from(["needle", "'needle'", "found", "abc"]), max_size=2, unique=True),
+)
+def test_what_a_result_repeats_of_its_call_is_set_aside(text: str, echoes: list[str]) -> None:
+    # Its lines are judged with each echo of the call's arguments replaced by a marker, and the
+    # result only echoed the call if nothing but markers and punctuation is left.
+    ordered = tuple(sorted(echoes, key=len, reverse=True))
+    info = _analyze_result(text, False, None, ordered)
+    lines = _sample(text)[0]
+    replaced = "\n".join(lines)
+    for echo in ordered:
+        replaced = replaced.replace(echo, "\x00arg\x00")
+    judged = list(dict.fromkeys(replaced.split("\n"))) if lines and ordered else lines
+    assert info.lines == _line_hashes(judged)
+    assert info.echo_only == bool(lines and ordered and _ONLY_ARGS.match(replaced))
 
 
 class _Text(str):

@@ -852,13 +852,18 @@ def _analyze_result(
         text = normalized
         for echo in echoes:
             text = text.replace(echo, _ARG)
-        echo_only = _ONLY_ARGS.match(text) is not None
-        judged = list(dict.fromkeys(text.split("\n")))
+        # Where no echo was found, the lines stay as they are, and only arguments can be all
+        # that a text holds if it holds one (a regular expression that backtracks over every
+        # leading rule of a long output).
+        if _ARG in text:
+            echo_only = _ONLY_ARGS.match(text) is not None
+            judged = list(dict.fromkeys(text.split("\n")))
         if middle:
             text = "\n".join(middle)
             for echo in echoes:
                 text = text.replace(echo, _ARG)
-            middle = text.split("\n")
+            if _ARG in text:
+                middle = text.split("\n")
     compared = _line_hashes(judged)
     return ResultInfo(
         compared,
