@@ -4,7 +4,7 @@
 
 cimport cython
 
-from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo
+from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo, _u64, holds
 
 # The memos written at every tool result are C variables, not the module's attributes: writing
 # one of those would change the module's dictionary, and every global name read after it would
@@ -18,7 +18,7 @@ cdef class Recent:
     cdef unsigned long long _signature
 
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
-    @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
+    @cython.locals(info=ResultInfo, infos=list, changed=Py_ssize_t, lines=tuple)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
@@ -26,8 +26,15 @@ cdef class Recent:
 @cython.locals(mixed=cython.longlong)
 cdef unsigned long long _mixed(object identity, object key) except? 0
 
-@cython.locals(seen=frozenset)
-cdef bint _seen(object line, list sets) except -1
+# Whether any of ``infos`` (ResultInfo) remembers a line of hash ``line`` (its masked hash if
+# ``masked``): the hash made a C integer once, then looked for in each table.
+cdef inline bint _seen(object line, list infos, bint masked) except -1:
+    cdef unsigned long long h = _u64(line)
+    cdef ResultInfo info
+    for info in infos:
+        if holds(info, h, masked):
+            return True
+    return False
 
 cdef class LadderState:
     cdef public object at, flagged, onset, what

@@ -129,16 +129,15 @@ class Recent:
         ):
             return True
         if lines:
-            # Each line looked up in each result's set: cheaper than building their union.
-            exacts = [info.exact for _, info in items]
+            # Each line looked up in each result's lines: cheaper than building their union.
+            infos = [info for _, info in items]
             changed = 0
             for line, _ in lines:
-                if not _seen(line, exacts):
+                if not _seen(line, infos, False):
                     changed += 1
             if changed:
-                masks = [info.masked for _, info in items]
                 for _, masked in lines:
-                    if not _seen(masked, masks):
+                    if not _seen(masked, infos, True):
                         return True  # a line of new text
                 if 2 * changed >= len(lines):
                     return True
@@ -176,13 +175,18 @@ def _mixed(identity: int, key: int) -> int:
     return cython.cast(cython.ulonglong, mixed)
 
 
-def _seen(line: int, sets: list[frozenset[int]]) -> bool:
-    """Whether any of ``sets`` holds ``line``."""
-    # A loop, not any() over a generator: interpreted, the generator costs 7% of a tool call.
-    for seen in sets:  # noqa: SIM110
-        if line in seen:
-            return True
-    return False
+if not cython.compiled:
+    # Compiled, ``_base.pxd`` reads the line's hash as a C integer once, then each table.
+    from ._keys import holds
+
+    def _seen(line: int, infos: list[ResultInfo], masked: bool) -> bool:
+        """Whether any of ``infos`` remembers a line of hash ``line`` (masked, if
+        ``masked``)."""
+        # A loop, not any() over a generator: interpreted, the generator costs 7% of a call.
+        for info in infos:  # noqa: SIM110
+            if holds(info, line, masked):
+                return True
+        return False
 
 
 class LadderState:

@@ -2,6 +2,9 @@
 # read them (_base.pxd) read their fields as C struct members. Every field is as in _keys.py.
 
 cimport cython
+from cpython.exc cimport PyErr_Occurred
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
+from libc.stdlib cimport calloc, free
 
 cdef class ActionInfo:
     cdef readonly object key, name  # the tool's name as the driver gave it
@@ -12,9 +15,70 @@ cdef class ActionInfo:
 cdef class ResultInfo:
     cdef readonly object error
     cdef readonly tuple lines
-    cdef readonly frozenset exact, masked
     cdef readonly str preview
     cdef readonly bint echo_only
+    # The hashes of the lines remembered as seen, in memory of its own: the exact ones in the
+    # first ``mask + 1`` rows, the masked ones in as many after them. A hash is looked for from
+    # its own row on, row after row, until an empty one (0: a hash of 0 is kept as 1).
+    cdef unsigned long long* table
+    cdef Py_ssize_t mask
+
+# A line's hash (an int of 64 bits, signed or not) as a C integer.
+cdef inline unsigned long long _u64(object value) except? 0:
+    cdef int overflow = 0
+    cdef long long value_ = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow == 0:
+        if value_ == -1 and PyErr_Occurred() != NULL:
+            return 0
+        return <unsigned long long>value_
+    return PyLong_AsUnsignedLongLong(value)
+
+cdef inline Py_ssize_t _row(unsigned long long key, Py_ssize_t mask) noexcept:
+    return <Py_ssize_t>((key ^ (key >> 32)) & <unsigned long long>mask)
+
+# Whether the rows from ``rows`` on (``mask + 1`` of them) hold ``h``.
+cdef inline bint _probe(unsigned long long* rows, Py_ssize_t mask, unsigned long long h) noexcept:
+    cdef unsigned long long key = h if h else 1
+    cdef Py_ssize_t row = _row(key, mask)
+    while rows[row] != 0:
+        if rows[row] == key:
+            return True
+        row = (row + 1) & mask
+    return False
+
+cdef inline void _put(unsigned long long* rows, Py_ssize_t mask, unsigned long long h) noexcept:
+    cdef unsigned long long key = h if h else 1
+    cdef Py_ssize_t row = _row(key, mask)
+    while rows[row] != 0 and rows[row] != key:
+        row = (row + 1) & mask
+    rows[row] = key
+
+# _keys.py's _remember, _forget and holds in C: the table made (rows at most half full), freed,
+# and read.
+cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
+    cdef Py_ssize_t size = 4
+    cdef tuple pair
+    while size < 2 * len(remembered):
+        size *= 2
+    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    if table == NULL:
+        raise MemoryError()
+    free(info.table)
+    info.table = table
+    info.mask = size - 1
+    for pair in remembered:
+        _put(table, size - 1, _u64(pair[0]))
+        _put(table + size, size - 1, _u64(pair[1]))
+    return 0
+
+cdef inline void _forget(ResultInfo info) noexcept:
+    free(info.table)
+    info.table = NULL
+
+cdef inline bint holds(ResultInfo info, unsigned long long h, bint masked) noexcept:
+    if info.table == NULL:
+        return False
+    return _probe(info.table + (info.mask + 1 if masked else 0), info.mask, h)
 
 # The one-entry memos of the last call's and result's analyses: C variables, written without
 # changing the module's dictionary (which would send every global name read after it to be

@@ -25,11 +25,22 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from . import _scan
+
+if TYPE_CHECKING:
+    from .. import _pure as cython
+else:
+    try:
+        import cython
+
+        if not cython.compiled:
+            raise ImportError  # Cython's own stand-ins: haltwise's are the same everywhere
+    except ImportError:
+        from .. import _pure as cython
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -598,6 +609,8 @@ class ActionInfo:
 class ResultInfo:
     """One tool result as detectors see it. Shared by every detector that keeps it."""
 
+    # Interpreted, ``exact`` and ``masked`` hold the hashes of the lines remembered as seen
+    # (``_remember``); compiled, a table in C does (``_keys.pxd``). ``holds`` reads either.
     __slots__ = ("echo_only", "error", "exact", "lines", "masked", "preview")
 
     def __init__(
@@ -613,15 +626,32 @@ class ResultInfo:
         self.lines = lines
         #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``,
         #: the compared lines among them).
-        remembered = lines if seen is None else seen
-        self.exact = frozenset([exact for exact, _ in remembered])
-        self.masked = frozenset([masked for _, masked in remembered])
+        _remember(self, lines if seen is None else seen)
         #: The error class, or None when the call did not fail.
         self.error = error
         #: The result, shortened, for messages.
         self.preview = preview
         #: Whether the result only repeated the call's own arguments back (``echo hi``).
         self.echo_only = echo_only
+
+    def __dealloc__(self) -> None:  # compiled: the table goes with the result
+        _forget(self)
+
+
+if not cython.compiled:
+    # Compiled, ``_keys.pxd`` keeps a result's remembered line hashes in a table of its own.
+
+    def _remember(info: Any, remembered: tuple[tuple[int, int], ...]) -> None:
+        """Remember ``remembered`` (pairs of a line's hash and its masked hash) in ``info``."""
+        info.exact = frozenset([exact for exact, _ in remembered])
+        info.masked = frozenset([masked for _, masked in remembered])
+
+    def _forget(info: Any) -> None:
+        """Nothing to free: the sets go with the result."""
+
+    def holds(info: Any, line: int, masked: bool) -> bool:
+        """Whether ``info`` remembers a line of hash ``line`` (its masked hash if ``masked``)."""
+        return line in (info.masked if masked else info.exact)
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
