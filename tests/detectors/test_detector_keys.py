@@ -20,6 +20,7 @@ from haltwise.engine.detectors import (
 from haltwise.engine.detectors._keys import (
     _ONLY_ARGS,
     MAX_LINE_CHARS,
+    ResultInfo,
     _analyze_result,
     _folded_lines,
     _last_exception_name,
@@ -33,6 +34,7 @@ from haltwise.engine.detectors._keys import (
 from haltwise.engine.detectors._scan import exception_name, folded, folded_lines, line_hashes
 from haltwise.engine.events import RunStarted, ToolCall, ToolResult
 from haltwise.engine.governor import Governor
+from haltwise.testing import deep_size
 
 
 def test_keys_are_sorted_canonical_json() -> None:
@@ -261,6 +263,13 @@ def test_what_a_result_repeats_of_its_call_is_set_aside(text: str, echoes: list[
     judged = list(dict.fromkeys(replaced.split("\n"))) if lines and ordered else lines
     assert info.lines == _line_hashes(judged)
     assert info.echo_only == bool(lines and ordered and _ONLY_ARGS.match(replaced))
+
+
+def test_a_results_size_counts_the_lines_it_remembers() -> None:
+    # Compiled, the hashes are kept in memory of the result's own, outside any Python object:
+    # its size must still say what it holds, for the bounds on a detector's state.
+    many = ResultInfo(tuple((line, -line) for line in range(256)), None, "x")
+    assert deep_size(many) - deep_size(many.lines) >= 256 * 2 * 8
 
 
 class _Text(str):

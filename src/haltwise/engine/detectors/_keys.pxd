@@ -53,8 +53,8 @@ cdef inline void _put(unsigned long long* rows, Py_ssize_t mask, unsigned long l
         row = (row + 1) & mask
     rows[row] = key
 
-# _keys.py's _remember, _forget and holds in C: the table made (rows at most half full), freed,
-# and read.
+# _keys.py's _remember, _forget, _table_size and holds in C: the table made (rows at most half
+# full), freed, measured and read.
 cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
     cdef Py_ssize_t size = 4
     cdef tuple pair
@@ -74,6 +74,9 @@ cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
 cdef inline void _forget(ResultInfo info) noexcept:
     free(info.table)
     info.table = NULL
+
+cdef inline Py_ssize_t _table_size(ResultInfo info) noexcept:
+    return 0 if info.table == NULL else 2 * (info.mask + 1) * sizeof(unsigned long long)
 
 cdef inline bint holds(ResultInfo info, unsigned long long h, bint masked) noexcept:
     if info.table == NULL:

@@ -637,6 +637,9 @@ class ResultInfo:
     def __dealloc__(self) -> None:  # compiled: the table goes with the result
         _forget(self)
 
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + _table_size(self)
+
 
 if not cython.compiled:
     # Compiled, ``_keys.pxd`` keeps a result's remembered line hashes in a table of its own.
@@ -648,6 +651,10 @@ if not cython.compiled:
 
     def _forget(info: Any) -> None:
         """Nothing to free: the sets go with the result."""
+
+    def _table_size(info: Any) -> int:
+        """The bytes of a table held outside Python objects: none (the sets are objects)."""
+        return 0
 
     def holds(info: Any, line: int, masked: bool) -> bool:
         """Whether ``info`` remembers a line of hash ``line`` (its masked hash if ``masked``)."""
