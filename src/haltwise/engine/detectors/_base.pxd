@@ -5,6 +5,8 @@
 cimport cython
 
 from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo, _u64, holds
+from haltwise.engine.events cimport ToolCall, ToolResult
+from haltwise.engine.state cimport Slot
 
 # The memos written at every tool result are C variables, not the module's attributes: writing
 # one of those would change the module's dictionary, and every global name read after it would
@@ -47,4 +49,4 @@ cdef class ToolState(LadderState):
     cdef public Recent recent
 
 @cython.locals(pending=dict, refused=set)
-cdef ActionInfo _take_pending(ToolState state, object event)
+cdef ActionInfo _take_pending(ToolState state, ToolResult event)

@@ -387,7 +387,8 @@ class ToolDetector(Detector):
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
         assert slot is not None
-        state: ToolState = slot.state
+        held = cython.declare(Slot, slot)
+        state = cython.declare(ToolState, held.state)
         if state.level == CLEAR:
             return None
         info = analyze_call(event, self.ignored)
@@ -400,11 +401,13 @@ class ToolDetector(Detector):
         assert slot is not None
         # Typed (compiled): their fields are read as C struct members, their windows called
         # without a lookup.
-        state = cython.declare(ToolState, slot.state)
+        held = cython.declare(Slot, slot)
+        state = cython.declare(ToolState, held.state)
         kind = type(event)
         if kind is ToolCall:
             pending = state.pending
-            pending[event.call_id] = analyze_call(event, self.ignored)
+            call = cython.declare(ToolCall, event)
+            pending[call.call_id] = analyze_call(event, self.ignored)
             if len(pending) > 64:
                 del pending[next(iter(pending))]
             return None
@@ -456,7 +459,7 @@ class ToolDetector(Detector):
 def _take_pending(state: ToolState, event: ToolResult) -> ActionInfo | None:
     """The admitted call ``event`` answers, taken from those awaiting results; None for the
     result of a refused call, or of a call this detector never saw."""
-    call_id = event.call_id
+    call_id = event.call_id  # typed (compiled): a C struct member
     refused = state.refused
     if refused and call_id in refused:
         refused.discard(call_id)
