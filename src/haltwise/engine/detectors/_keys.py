@@ -428,7 +428,7 @@ def error_class(
         return None
     head = content[:HEAD_CHARS]
     tail = content[-TAIL_CHARS:] if len(content) > HEAD_CHARS else ""
-    lowered = (head + "\n" + tail).lower()
+    lowered = (head + "\n" + tail).lower() if tail else head.lower()
     found = None
     if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
         found = _last_exception_name(tail or head)
@@ -438,7 +438,7 @@ def error_class(
                 found = name
                 break
     # Every phrase of ``_NOT_FOUND`` holds "found" or "for": a scan only when one may be there.
-    if found is None and len(head) <= 400 and head.count("\n") <= 3 and "fo" in lowered:
+    if found is None and "fo" in lowered and len(head) <= 400 and head.count("\n") <= 3:
         # A short answer that nothing was found: a search that failed, not news.
         match = _NOT_FOUND.search(head)
         if match:
