@@ -344,7 +344,7 @@ class _NoProgress(ToolDetector):
         return _NoProgressState(self.window)
 
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
-        verdict = super().pre(event, slot, ctx)
+        verdict = ToolDetector.pre(self, event, slot, ctx)
         if isinstance(verdict, Block):
             # Trying a flagged call again is acting, without progress.
             assert slot is not None
