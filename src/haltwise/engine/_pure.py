@@ -22,11 +22,13 @@ __all__ = [
     "dataclasses",
     "declare",
     "int",
+    "locals",
     "longlong",
     "ulonglong",
 ]
 
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Interpreted: Cython's own ``cython.compiled`` is True in a compiled module.
 compiled = False
@@ -44,6 +46,16 @@ def cast(kind: type[_T], value: Any) -> _T:
 def cclass(cls: type[_T]) -> type[_T]:
     """Compiled: an extension type. Interpreted: the class as written."""
     return cls
+
+
+def locals(**_: Any) -> Callable[[_F], _F]:
+    """Compiled: the function's arguments and locals typed as named. Interpreted: the function
+    as written, so that a typed argument costs nothing at each call."""
+    return _unchanged
+
+
+def _unchanged(function: _F) -> _F:
+    return function
 
 
 def declare(kind: type[_T], value: Any = None, **_: Any) -> _T:

@@ -20,7 +20,7 @@ cdef class Recent:
     cdef unsigned long long _signature
 
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
-    @cython.locals(info=ResultInfo, infos=list, changed=Py_ssize_t, lines=tuple)
+    @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
@@ -28,8 +28,12 @@ cdef class Recent:
 @cython.locals(mixed=cython.longlong)
 cdef unsigned long long _mixed(object identity, object key) except? 0
 
-# Whether any of ``infos`` (ResultInfo) remembers a line of hash ``line`` (its masked hash if
-# ``masked``): the hash made a C integer once, then looked for in each table.
+# _base.py's _lines_seen and _seen over the results' own tables: the results themselves, and
+# whether any of them remembers a line of hash ``line`` (its masked hash if ``masked``), the
+# hash made a C integer once, then looked for in each table.
+cdef inline list _lines_seen(object items, bint masked):
+    return [info for _, info in items]
+
 cdef inline bint _seen(object line, list infos, bint masked) except -1:
     cdef unsigned long long h = _u64(line)
     cdef ResultInfo info

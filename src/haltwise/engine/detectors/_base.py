@@ -130,14 +130,15 @@ class Recent:
             return True
         if lines:
             # Each line looked up in each result's lines: cheaper than building their union.
-            infos = [info for _, info in items]
+            exacts = _lines_seen(items, False)
             changed = 0
             for line, _ in lines:
-                if not _seen(line, infos, False):
+                if not _seen(line, exacts, False):
                     changed += 1
             if changed:
+                masks = _lines_seen(items, True)
                 for _, masked in lines:
-                    if not _seen(masked, infos, True):
+                    if not _seen(masked, masks, True):
                         return True  # a line of new text
                 if 2 * changed >= len(lines):
                     return True
@@ -176,15 +177,21 @@ def _mixed(identity: int, key: int) -> int:
 
 
 if not cython.compiled:
-    # Compiled, ``_base.pxd`` reads the line's hash as a C integer once, then each table.
-    from ._keys import holds
+    # Compiled, ``_base.pxd`` reads the results' tables of line hashes (``_keys.pxd``), a
+    # line's hash made a C integer once.
 
-    def _seen(line: int, infos: list[ResultInfo], masked: bool) -> bool:
-        """Whether any of ``infos`` remembers a line of hash ``line`` (masked, if
+    def _lines_seen(items: Iterable[tuple[int, Any]], masked: bool) -> list[frozenset[int]]:
+        """What ``_seen`` looks a line up in: the set of each result's lines (masked, if
         ``masked``)."""
+        if masked:
+            return [info.masked for _, info in items]
+        return [info.exact for _, info in items]
+
+    def _seen(line: int, sets: list[frozenset[int]], masked: bool) -> bool:
+        """Whether any of ``sets`` holds ``line``."""
         # A loop, not any() over a generator: interpreted, the generator costs 7% of a call.
-        for info in infos:  # noqa: SIM110
-            if holds(info, line, masked):
+        for seen in sets:  # noqa: SIM110
+            if line in seen:
                 return True
         return False
 
@@ -385,10 +392,10 @@ class ToolDetector(Detector):
     def new_state(self) -> ToolState:
         return ToolState(self.window)
 
+    @cython.locals(slot=Slot, state=ToolState)
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
         assert slot is not None
-        held = cython.declare(Slot, slot)
-        state = cython.declare(ToolState, held.state)
+        state = slot.state
         if state.level == CLEAR:
             return None
         info = analyze_call(event, self.ignored)
@@ -397,25 +404,25 @@ class ToolDetector(Detector):
             state.refused.add(event.call_id)
         return verdict
 
+    # Typed (compiled): their fields are read as C struct members, their windows called without
+    # a lookup.
+    @cython.locals(slot=Slot, state=ToolState, call=ToolCall, action=ActionInfo, result=ResultInfo)
     def post(self, event: Any, slot: Slot | None, ctx: Context) -> Verdict:
         assert slot is not None
-        # Typed (compiled): their fields are read as C struct members, their windows called
-        # without a lookup.
-        held = cython.declare(Slot, slot)
-        state = cython.declare(ToolState, held.state)
+        state = slot.state
         kind = type(event)
         if kind is ToolCall:
             pending = state.pending
-            call = cython.declare(ToolCall, event)
+            call = event
             pending[call.call_id] = analyze_call(event, self.ignored)
             if len(pending) > 64:
                 del pending[next(iter(pending))]
             return None
         if kind is ToolResult:
-            action = cython.declare(ActionInfo, _take_pending(state, event))
+            action = _take_pending(state, event)
             if action is None:
                 return None
-            result = cython.declare(ResultInfo, analyze_result(event, action))
+            result = analyze_result(event, action)
             new = state.recent.is_new(action.key, result, action.edit)
             state.recent.push(action.key, result)
             if new and state.level != CLEAR and self.news_clears:

@@ -53,8 +53,8 @@ cdef inline void _put(unsigned long long* rows, Py_ssize_t mask, unsigned long l
         row = (row + 1) & mask
     rows[row] = key
 
-# _keys.py's _remember, _forget, _table_size and holds in C: the table made (rows at most half
-# full), freed, measured and read.
+# _keys.py's _remember, _forget and _table_size in C: the table made (rows at most half full),
+# freed and measured; and ``holds``, which reads it (_base.pxd's _seen).
 cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
     cdef Py_ssize_t size = 4
     cdef tuple pair

@@ -610,7 +610,7 @@ class ResultInfo:
     """One tool result as detectors see it. Shared by every detector that keeps it."""
 
     # Interpreted, ``exact`` and ``masked`` hold the hashes of the lines remembered as seen
-    # (``_remember``); compiled, a table in C does (``_keys.pxd``). ``holds`` reads either.
+    # (``_remember``); compiled, a table in C does (``_keys.pxd``).
     __slots__ = ("echo_only", "error", "exact", "lines", "masked", "preview")
 
     def __init__(
@@ -655,10 +655,6 @@ if not cython.compiled:
     def _table_size(info: Any) -> int:
         """The bytes of a table held outside Python objects: none (the sets are objects)."""
         return 0
-
-    def holds(info: Any, line: int, masked: bool) -> bool:
-        """Whether ``info`` remembers a line of hash ``line`` (its masked hash if ``masked``)."""
-        return line in (info.masked if masked else info.exact)
 
 
 def _shorten(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -68,27 +68,25 @@ class _Repeats(ToolDetector):
     def new_state(self) -> _StreakState:
         return _StreakState(self.window)
 
+    @cython.locals(state=_StreakState, action=ActionInfo)
     def step(
         self, state: _StreakState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        # Typed (compiled): their fields are C struct members.
-        streak = cython.declare(_StreakState, state)
-        info = cython.declare(ActionInfo, action)
-        if not new and info.key == streak.last_key:
-            streak.streak += 1
+        if not new and action.key == state.last_key:
+            state.streak += 1
         else:
-            streak.last_key = info.key
-            streak.streak = 1
-            if streak.level == CLEAR:
-                streak.onset = slot.tally.turns
+            state.last_key = action.key
+            state.streak = 1
+            if state.level == CLEAR:
+                state.onset = slot.tally.turns
             return None
-        if streak.streak < self.threshold(self.n, slot, info.name):
+        if state.streak < self.threshold(self.n, slot, action.name):
             return None
         what = (
-            f"{info.preview!r} ran {_times(streak.streak)} in a row with the same result "
+            f"{action.preview!r} ran {_times(state.streak)} in a row with the same result "
             f"({result.preview!r})"
         )
-        return self._detected(state, slot, what, (info.key,), streak.onset)
+        return self._detected(state, slot, what, (action.key,), state.onset)
 
     def reset(self, state: _StreakState) -> None:
         state.last_key = None
@@ -125,42 +123,40 @@ class _SameErrors(ToolDetector):
     def new_state(self) -> _SameErrorState:
         return _SameErrorState(self.window)
 
+    @cython.locals(state=_SameErrorState, action=ActionInfo, result=ResultInfo)
     def step(
         self, state: _SameErrorState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        failing = cython.declare(_SameErrorState, state)
-        info = cython.declare(ActionInfo, action)
-        judged = cython.declare(ResultInfo, result)
-        error = judged.error
+        error = result.error
         if error is None:
-            if failing.last is not None or failing.tool is not None:
+            if state.last is not None or state.tool is not None:
                 self.reset(state)
             return None
-        current = (info.key, error)
-        if current == failing.last:
-            failing.streak += 1
+        current = (action.key, error)
+        if current == state.last:
+            state.streak += 1
         else:
-            failing.last = current
-            failing.streak = 1
-        tool = (info.name, error)
-        if tool == failing.tool:
-            failing.tool_streak += 1
+            state.last = current
+            state.streak = 1
+        tool = (action.name, error)
+        if tool == state.tool:
+            state.tool_streak += 1
         else:
-            failing.tool = tool
-            failing.tool_streak = 1
-            if failing.level == CLEAR:
-                failing.onset = slot.tally.turns
-        if failing.streak >= self.threshold(self.n, slot, info.name):
-            what = f"{info.preview!r} failed {_times(failing.streak)} in a row with {error!r}"
-            return self._detected(state, slot, what, (info.key,), failing.onset)
-        if self.tool_n is not None and failing.tool_streak >= self.threshold(
-            self.tool_n, slot, info.name
+            state.tool = tool
+            state.tool_streak = 1
+            if state.level == CLEAR:
+                state.onset = slot.tally.turns
+        if state.streak >= self.threshold(self.n, slot, action.name):
+            what = f"{action.preview!r} failed {_times(state.streak)} in a row with {error!r}"
+            return self._detected(state, slot, what, (action.key,), state.onset)
+        if self.tool_n is not None and state.tool_streak >= self.threshold(
+            self.tool_n, slot, action.name
         ):
             what = (
-                f"{info.name} failed {_times(failing.tool_streak)} in a row with "
-                f"{error!r}, whatever its arguments (last: {info.preview!r})"
+                f"{action.name} failed {_times(state.tool_streak)} in a row with "
+                f"{error!r}, whatever its arguments (last: {action.preview!r})"
             )
-            return self._detected(state, slot, what, (info.key,), failing.onset)
+            return self._detected(state, slot, what, (action.key,), state.onset)
         return None
 
     def reset(self, state: _SameErrorState) -> None:
@@ -201,21 +197,26 @@ class _Cycles(ToolDetector):
     def new_state(self) -> _CycleState:
         return _CycleState(self.window, self.max_period)
 
+    @cython.locals(
+        state=_CycleState,
+        action=ActionInfo,
+        earlier=ActionInfo,
+        count=cython.int,
+        top=cython.int,
+        bottom=cython.int,
+        period=cython.int,
+        repetitions=cython.int,
+    )
     def step(
         self, state: _CycleState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        cycling = cython.declare(_CycleState, state)
-        actions = cycling.actions
-        matches = cycling.matches
-        count = cython.declare(cython.int, len(actions))
-        top = cython.declare(cython.int, self.max_period)
-        info = cython.declare(ActionInfo, action)
-        key = info.key
-        period = cython.declare(cython.int)
+        actions = state.actions
+        matches = state.matches
+        count = len(actions)
+        top = self.max_period
+        key = action.key
         for period in range(1, top + 1):
-            earlier = cython.declare(
-                ActionInfo, actions[count - period] if period <= count else None
-            )
+            earlier = actions[count - period] if period <= count else None
             if earlier is not None and earlier.key == key:
                 matches[period] += 1
             else:
@@ -223,14 +224,14 @@ class _Cycles(ToolDetector):
         actions.append(action)
         if count == top:
             del actions[0]
-        cycling.since_new = 0 if new else cycling.since_new + 1
-        repetitions = cython.declare(cython.int, self.repetitions)
-        bottom = cython.declare(cython.int, self.min_period)
-        if cycling.since_new < (repetitions - 1) * bottom:
+        state.since_new = 0 if new else state.since_new + 1
+        repetitions = self.repetitions
+        bottom = self.min_period
+        if state.since_new < (repetitions - 1) * bottom:
             return None  # too few steps without news for the shortest cycle, so for any
         for period in range(bottom, top + 1):
             repeated = (repetitions - 1) * period
-            if matches[period] < repeated or cycling.since_new < repeated:
+            if matches[period] < repeated or state.since_new < repeated:
                 continue
             cycle = actions[-period:]
             if period > 1 and len({step.key for step in cycle}) == 1:
@@ -277,16 +278,15 @@ class _Scattered(ToolDetector):
     def new_state(self) -> _ScatteredState:
         return _ScatteredState(self.window)
 
+    @cython.locals(state=_ScatteredState, action=ActionInfo)
     def step(
         self, state: _ScatteredState, slot: Slot, action: ActionInfo, result: ResultInfo, new: bool
     ) -> Verdict:
-        scattered = cython.declare(_ScatteredState, state)
-        info = cython.declare(ActionInfo, action)
-        key = info.key
+        key = action.key
         duplicate = not new
-        steps = scattered.steps
+        steps = state.steps
         steps.append((key, duplicate))
-        counts = scattered.counts
+        counts = state.counts
         if duplicate:
             counts[key] = counts.get(key, 0) + 1
         if len(steps) > self.window:
@@ -298,10 +298,10 @@ class _Scattered(ToolDetector):
                 else:
                     del counts[old]
         times = counts.get(key, 0) + 1
-        if not duplicate or times < self.threshold(self.n, slot, info.name):
+        if not duplicate or times < self.threshold(self.n, slot, action.name):
             return None
         what = (
-            f"{info.preview!r} ran {times} times within the last {self.window} calls, "
+            f"{action.preview!r} ran {times} times within the last {self.window} calls, "
             f"with the same result ({result.preview!r})"
         )
         return self._detected(state, slot, what, (key,))
@@ -357,12 +357,13 @@ class _NoProgress(ToolDetector):
             self._acted(slot.state, event)
         return ToolDetector.post(self, event, slot, ctx)
 
+    @cython.locals(state=_NoProgressState)
     def _acted(self, state: _NoProgressState, call: ToolCall) -> None:
-        acting = cython.declare(_NoProgressState, state)
-        acting.acted = True
-        if acting.only_polling and call.name not in self.polling_tools:
-            acting.only_polling = False
+        state.acted = True
+        if state.only_polling and call.name not in self.polling_tools:
+            state.only_polling = False
 
+    @cython.locals(state=_NoProgressState, action=ActionInfo)
     def step(
         self,
         state: _NoProgressState,
@@ -371,14 +372,12 @@ class _NoProgress(ToolDetector):
         result: ResultInfo,
         new: bool,
     ) -> Verdict:
-        stalled = cython.declare(_NoProgressState, state)
-        info = cython.declare(ActionInfo, action)
-        key = info.key
+        key = action.key
         if new:
-            stalled.moved = True
-        if stalled.only_polling and info.name not in self.polling_tools:
-            stalled.only_polling = False
-        keys = stalled.keys
+            state.moved = True
+        if state.only_polling and action.name not in self.polling_tools:
+            state.only_polling = False
+        keys = state.keys
         keys.pop(key, None)
         keys[key] = None
         if len(keys) > self.window:
