@@ -166,19 +166,22 @@ def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], 
     a row (``_keys._pattern``)."""
     scanned = 0
     size = -1
-    rules = False
     chosen: list[bool] = []  # whether each line is scanned: read once, not again to mask it
     for line in lines:
         if every or _has_digit(line):
             scanned += 1
             size += len(line) + 1
-            rules = rules or _draws_rule(line)
             chosen.append(True)
         else:
             chosen.append(False)
     if scanned == 0:
         return lines
-    rules = rules or size < SHORT
+    rules = size < SHORT
+    if not rules:
+        for index, line in enumerate(lines):
+            if chosen[index] and _draws_rule(line):
+                rules = True
+                break
     seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
     masked: list[str] = []
     for index, line in enumerate(lines):
