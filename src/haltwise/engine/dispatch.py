@@ -238,7 +238,7 @@ class Dispatch:
             elif type(verdict) is Block:
                 note = Warn(verdict.reason, verdict.limit)
                 warn = note if warn is None else joined(warn, note)
-            if slot is not None and limit.warn_at is not None and not slot.warned:
+            if slot is not None and slot.soft and not slot.warned:
                 soft = self.governor._soft_warning(limit, slot, ctx)
                 if soft is not None:
                     warn = soft if warn is None else joined(warn, soft)

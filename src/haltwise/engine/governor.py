@@ -458,7 +458,7 @@ class Governor:
         with self.lock:
             phase = Phase(self, name, as_limit(limits))
             for leaf in dict.fromkeys(phase.limits.leaves()):
-                slot = Slot(self._run)
+                slot = Slot(self._run, leaf.warn_at is not None)
                 slot.state = leaf.new_state()
                 phase.slots[leaf] = slot
                 slot.new_round(leaf.metric(slot, phase))
@@ -1212,7 +1212,7 @@ class Governor:
             tally = self._session if leaf.scope == "session" else self._run
             slot = self._slots.get(leaf) if keep_slots else None
             if slot is None:
-                slot = Slot(tally)
+                slot = Slot(tally, leaf.warn_at is not None)
                 slot.state = leaf.new_state()
             slots[leaf] = slot
         self._slots = slots

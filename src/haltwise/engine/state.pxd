@@ -14,3 +14,4 @@ cdef class InFlight:
 
 cdef class Slot:
     cdef public object baseline, extra, state, tally, tripped, warned
+    cdef public bint soft

@@ -283,11 +283,14 @@ def budget_from_list(data: list[Any]) -> Budget:
 class Slot:
     """One limit's own state inside one governor: where its current round began, and more."""
 
-    __slots__ = ("baseline", "extra", "state", "tally", "tripped", "warned")
+    __slots__ = ("baseline", "extra", "soft", "state", "tally", "tripped", "warned")
 
-    def __init__(self, tally: Tally) -> None:
+    def __init__(self, tally: Tally, soft: bool = False) -> None:
         #: The tally this limit reads (the run's or the session's).
         self.tally = tally
+        #: Whether the limit gives a note before it trips (it has a ``warn_at``): read after
+        #: every event it checks, so kept here rather than looked up on the limit.
+        self.soft = soft
         #: The metric's value when the current round began ("continue" moves it).
         self.baseline: Any = 0
         #: What "extend by N" has added to the limit this round.
