@@ -285,7 +285,7 @@ class Slot:
 
     __slots__ = ("baseline", "extra", "soft", "state", "tally", "tripped", "warned")
 
-    def __init__(self, tally: Tally, soft: bool = False) -> None:
+    def __init__(self, tally: Tally, soft: bool) -> None:
         #: The tally this limit reads (the run's or the session's).
         self.tally = tally
         #: Whether the limit gives a note before it trips (it has a ``warn_at``): read after
