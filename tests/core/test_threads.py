@@ -260,6 +260,37 @@ class NoLock:
         self.release()
 
 
+def test_an_event_waits_for_the_thread_that_holds_the_lock() -> None:
+    """``with governor.lock:`` keeps each event out until it is let go (the compiled engine
+    takes the lock from C: this is what it must take); the thread that holds it may handle
+    events itself, the lock being reentrant."""
+    governor = Governor(max_turns(10))
+    governor.handle(RunStarted())
+    held, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with governor.lock:
+            assert isinstance(governor.handle(TurnStarting()), Continue)  # reentrant
+            held.set()
+            go.wait()
+
+    def other() -> None:
+        governor.handle(TurnStarting())
+        done.set()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=other)]
+    threads[0].start()
+    assert held.wait(5)
+    threads[1].start()
+    waited = not done.wait(0.2)
+    go.set()
+    for thread in threads:
+        thread.join(5)
+    assert waited, "an event was handled while another thread held governor.lock"
+    assert done.is_set()
+    assert governor.usage.turns == 2
+
+
 #: Without the lock, every one of 30 races passed the cap (20,428 to 40,000 calls admitted of
 #: 20,000), so one try is enough; the others keep one lucky schedule from failing the test.
 BYPASS_TRIES = 5

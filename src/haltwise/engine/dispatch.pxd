@@ -2,6 +2,7 @@
 # (events.pxd, state.pxd), so that the LLM-call handlers read and write C struct members.
 
 cimport cython
+from fastrlock.rlock cimport lock_fastrlock, unlock_fastrlock
 
 from haltwise.engine.events cimport ModelRequest, ModelResponse, check
 from haltwise.engine.state cimport InFlight, Slot, Tally
@@ -52,6 +53,13 @@ cdef class Dispatch:
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
                    kind=int, used=wide, priced=wide, counted=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
+
+# A FastRLock taken and let go from C (fastrlock's own functions), without a Python call.
+cdef inline int _hold(object lock) except -1:
+    return lock_fastrlock(lock, -1, True)
+
+cdef inline int _let_go(object lock) except -1:
+    return unlock_fastrlock(lock)
 
 @cython.locals(natural=cython.longlong)
 cdef long long _natural(object value) except? -1

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fastrlock.rlock import FastRLock
+
 from .decisions import CONTINUE, Block, Decision, Warn, joined
 from .events import ModelRequest, ModelResponse, check
 from .pricing import units
@@ -122,8 +124,9 @@ class Dispatch:
     def __init__(self, governor: Governor, lock: Any, clock: Any, plain: bool) -> None:
         self.governor = governor
         #: Held while an event is decided and counted (``Governor.lock``), with its bound
-        #: ``acquire`` and ``release``: one tuple, so that a new lock replaces all three at once.
-        self.locking: tuple[Any, Any, Any] = (lock, lock.acquire, lock.release)
+        #: ``acquire`` and ``release`` and whether it is taken from C (``lock``): one tuple,
+        #: so that a new lock replaces all four at once.
+        self.locking: tuple[Any, Any, Any, bool] = _locking(lock)
         self.clock = clock
         #: The earliest deadline of the plain time limits left out of the checks (None: none).
         self.due: float | None = None
@@ -159,15 +162,19 @@ class Dispatch:
 
     @lock.setter
     def lock(self, lock: Any) -> None:
-        self.locking = (lock, lock.acquire, lock.release)
+        self.locking = _locking(lock)
 
     def handle(self, event: Any) -> Decision:
         """The decision for ``event`` (``Governor.handle``)."""
         check(event)  # before anything is counted from it
-        # Its bound methods rather than ``with lock``: the pair costs half as much, and a
-        # method looked up once for each event a little more.
-        _, acquire, release = self.locking
-        acquire()
+        # Compiled, the governor's own lock is taken in C; any other by its bound methods
+        # rather than ``with lock``: the pair costs half as much, and a method looked up once
+        # for each event a little more.
+        lock, acquire, release, in_c = self.locking
+        if in_c:
+            _hold(lock)
+        else:
+            acquire()
         try:
             due = self.due
             if due is not None and self.clock() >= due:
@@ -188,7 +195,10 @@ class Dispatch:
                     return decision
             return self.governor._handle_slowly(event)
         finally:
-            release()
+            if in_c:
+                _let_go(lock)
+            else:
+                release()
 
     def pre(self, checks: tuple[Any, ...], event: Any) -> Decision | None:
         """What the governor's ``checks`` (``(limit, slot, ctx)`` each) say before ``event``
@@ -395,7 +405,10 @@ class Dispatch:
             index = flight.index(request_id) if request_id else 0
             if requests[index][5]:
                 return governor._on_model_response(event)
-            reservation = requests.pop(index)
+            # Read, then deleted: compiled, ``pop`` of a list left under half full is a
+            # method call (the common case: the one request in flight taken out).
+            reservation = requests[index]
+            del requests[index]
             flight.input_tokens -= reservation[2]
             flight.output_tokens -= reservation[3]
             held = reservation[4]
@@ -476,6 +489,26 @@ class Dispatch:
             # A count the C integers cannot hold: the general checks decide.
             return governor._after_response(event, cost)
         return CONTINUE
+
+
+def _locking(lock: Any) -> tuple[Any, Any, Any, bool]:
+    """``Dispatch.locking`` for ``lock``: taken in C when it is a ``FastRLock`` and this module
+    is compiled."""
+    return (lock, lock.acquire, lock.release, cython.compiled and type(lock) is FastRLock)
+
+
+if not cython.compiled:
+    # Compiled, ``dispatch.pxd`` takes a FastRLock with fastrlock's C functions.
+
+    def _hold(lock: Any) -> int:
+        """Take ``lock``."""
+        lock.acquire()
+        return 0
+
+    def _let_go(lock: Any) -> int:
+        """Let ``lock`` go."""
+        lock.release()
+        return 0
 
 
 def _natural(value: object) -> int:

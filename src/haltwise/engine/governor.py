@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from fastrlock.rlock import FastRLock
+
 from .budgets import Refused, SharedBudgets
 from .decisions import (
     CONTINUE,
@@ -199,7 +201,7 @@ class Governor:
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
         #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
-        self._dispatch = Dispatch(self, threading.RLock(), clock, plain=parent is None)
+        self._dispatch = Dispatch(self, FastRLock(), clock, plain=parent is None)
         self.handle = self._dispatch.handle
         #: The checks before and after an event (``Dispatch.pre``, ``Dispatch.post``).
         self._pre = self._dispatch.pre
@@ -256,7 +258,10 @@ class Governor:
 
     @property
     def lock(self) -> Any:
-        """Held while an event is decided and counted. Hold it to read several values as one."""
+        """Held while an event is decided and counted. Hold it to read several values as one
+        (``with governor.lock:``). A reentrant lock (fastrlock's ``FastRLock``: the thread that
+        holds it may take it again), which the compiled engine takes without a Python call;
+        its ``acquire`` takes ``blocking`` but no ``timeout``."""
         return self._dispatch.lock
 
     @lock.setter
