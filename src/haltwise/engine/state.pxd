@@ -12,6 +12,9 @@ cdef class InFlight:
     cdef public long long input_tokens, output_tokens
     cdef public object cost, requests
 
+    # Called by the compiled dispatch without a method lookup.
+    cpdef Py_ssize_t index(self, object request_id) except -1
+
 cdef class Slot:
     cdef public object baseline, extra, state, tally, tripped, warned
     cdef public bint soft
