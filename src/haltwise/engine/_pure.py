@@ -16,6 +16,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 __all__ = [
+    "bint",
     "cast",
     "cclass",
     "compiled",
@@ -36,6 +37,8 @@ compiled = False
 int = int
 longlong = int
 ulonglong = int
+#: Compiled: a C int read as a truth value. Interpreted: a bool.
+bint = bool
 
 
 def cast(kind: type[_T], value: Any) -> _T:

@@ -6,6 +6,9 @@ from cpython.exc cimport PyErr_Occurred
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
 from libc.stdlib cimport calloc, free
 
+# The scans' cpdef functions, called in C (``_scan.folded(text)`` and the like).
+from haltwise.engine.detectors cimport _scan
+
 cdef class ActionInfo:
     cdef readonly object key, name  # the tool's name as the driver gave it
     cdef readonly str preview
@@ -88,6 +91,9 @@ cdef inline bint holds(ResultInfo info, unsigned long long h, bint masked) noexc
 # looked up there again).
 cdef object _last_call, _last_result
 
+cdef bint _SCANS
+cdef bint _scannable(object text) noexcept
+
 # Strs the analyses make themselves (slices, lines split off), typed so that their methods are
 # C calls; never what a driver gave, which may be a subclass of str (a str local takes a str only).
 @cython.locals(text=str)
@@ -96,3 +102,22 @@ cpdef str _masked(object string, Py_ssize_t start, Py_ssize_t end)
 cpdef object _last_exception_name(object text)
 @cython.locals(head=str, tail=str, lowered=str)
 cpdef object error_class(object content, bint is_error=*, object exit_code=*)
+
+# The analysis's own steps, called in C from one another (each is also a Python function).
+cpdef object _masked_lines(object lines)
+cpdef object _volatile_in(object value)
+cpdef object _mask_value(object value)
+cpdef object _is_flat(object arguments, object ignored)
+cpdef object canonical_arguments(object arguments, object ignored=*)
+cpdef object _json(object value, object option=*)
+cpdef object _shorten(object text, object limit=*)
+cpdef object folded(object text)
+cpdef object _cut(object text, object limit=*)
+cpdef object _action_preview(object name, object arguments)
+cpdef object _head_tail(object items, object most)
+cpdef object _sample(object content)
+cpdef object _line_hashes(object lines)
+cpdef object _echoes(object arguments)
+cpdef object is_edit(object name, object arguments)
+cpdef object _analyze_call(object name, object arguments, object ignored)
+cpdef object _analyze_result(object content, object is_error, object exit_code, object echoes=*)

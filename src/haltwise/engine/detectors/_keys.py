@@ -332,11 +332,15 @@ def _mask_text(text: str) -> str:
     return "\n".join(lines)
 
 
+#: Whether the scans are compiled (``_scan.COMPILED``), read once.
+_SCANS: bool = cython.declare(cython.bint, _scan.COMPILED)
+
+
 def _scannable(text: str) -> bool:
     """Whether a compiled scan (``_scan``) reads ``text``: in the compiled build, a str. A scan
     takes a str and not a subclass of one, which a driver may hand over; the regular
     expressions and ``str`` methods read those."""
-    return _scan.COMPILED and type(text) is str
+    return _SCANS and type(text) is str
 
 
 def _masked_lines(lines: list[str]) -> list[str]:
@@ -731,7 +735,7 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         text = _ANSI.sub("", text)
     if "\r" in text:
         # A progress bar redraws its line: keep what was left on screen.
-        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+        text = "\n".join([line.rsplit("\r", 1)[-1] for line in text.split("\n")])
     lines = _scan.folded_lines(text, MAX_LINE_CHARS) if _scannable(text) else _folded_lines(text)
     middle: list[str] = []
     if len(lines) > MAX_LINES:
