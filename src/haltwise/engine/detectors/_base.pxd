@@ -4,7 +4,8 @@
 
 cimport cython
 
-from haltwise.engine.detectors._keys cimport ActionInfo, ResultInfo, _u64, holds
+from haltwise.engine.detectors._keys cimport (ActionInfo, ResultInfo, _u64, analyze_call,
+                                           analyze_result, holds)
 from haltwise.engine.events cimport ToolCall, ToolResult
 from haltwise.engine.state cimport Slot
 
