@@ -32,7 +32,7 @@ from haltwise.engine.detectors._keys import (
     _sample,
     _shorten,
 )
-from haltwise.engine.detectors._scan import masked_lines, spans, volatile_argument
+from haltwise.engine.detectors._scan import mask, masked_lines, spans, volatile_argument
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -291,7 +291,17 @@ def test_ascii_lines_masked_by_the_scan_are_masked_as_at_once(lines: list[str]) 
     text = "\n".join(lines)
     every = "tmp" in text or "/var/folders" in text
     for _ in range(2):
-        assert "\n".join(masked_lines(lines, every, _masked)) == _masked_at_once(text)
+        assert "\n".join(masked_lines(lines, every)) == _masked_at_once(text)
+
+
+@given(st.lists(_PIECES | _NEIGHBOURS, max_size=12).map("".join), st.booleans())
+def test_the_scan_masks_each_span_as_the_definition_does(text: str, rules: bool) -> None:
+    # Compiled, each span the scan finds is masked from its characters (``mask``); ``_masked``
+    # is the definition, and what the regular expressions mask with. Both builds run it.
+    found = spans(text, rules)
+    for index in range(0, len(found), 2):
+        start, end = found[index], found[index + 1]
+        assert mask(text, start, end) == _masked(text, start, end)
 
 
 @given(st.lists(_PIECES | _NEIGHBOURS | _TEXT, max_size=60).map("".join))

@@ -348,7 +348,7 @@ def _masked_lines(lines: list[str]) -> list[str]:
     one by one with the scan (``_scan.masked_lines``)."""
     text = "\n".join(lines)
     if _scannable(text) and text.isascii():
-        return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text, _masked)
+        return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text)
     return _mask_text(text).split("\n")
 
 

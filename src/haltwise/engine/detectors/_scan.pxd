@@ -145,14 +145,27 @@ cpdef tuple line_hashes(list lines)
 cpdef unsigned long long masked_hash(str line) except? 0
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
                index=Index, masked=list)
-cpdef list masked_lines(list lines, bint every, object mask)
+cpdef list masked_lines(list lines, bint every)
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
                kind=str)
 cpdef object exception_name(str text)
 @cython.locals(n=Index, chars=Text, dashes=Index, digit=bint, i=Index, c=Py_UCS4)
 cpdef bint volatile_argument(str text) except -1
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
-cdef str _masked_line(str line, bint rules, dict seen, object mask)
+cdef str _masked_line(str line, bint rules, dict seen)
+@cython.locals(chars=Text, first=Py_UCS4, size=Index, glued=bint, colon=Index, second=Py_UCS4,
+               last=Py_UCS4)
+cpdef str mask(str text, Index start, Index end)
+cdef dict _RULES
+@cython.locals(pieces=list, i=Index, c=Py_UCS4)
+cdef str _numbers_as_n(Text text, Index start, Index end)
+@cython.locals(size=Index)
+cdef bint _local_host(Text text, Index start, Index end) noexcept
+cdef Index _unit_start(Text text, Index start, Index end) noexcept
+@cython.locals(i=Index, c=Py_UCS4)
+cdef bint _has_hex_letter(Text text, Index start, Index end, bint lower_only) noexcept
+@cython.locals(i=Index)
+cdef bint _has_decimal(Text text, Index start, Index end) noexcept
 @cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
 cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)

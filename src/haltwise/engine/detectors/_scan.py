@@ -26,7 +26,6 @@ regular expressions and ``str`` methods, and ``_keys`` uses those instead (``COM
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,6 +49,7 @@ __all__ = [
     "folded",
     "folded_lines",
     "line_hashes",
+    "mask",
     "masked_hash",
     "masked_lines",
     "spans",
@@ -158,8 +158,8 @@ SHORT = 256
 _SEEN: tuple[dict[str, str], dict[str, str]] = cython.declare(tuple, ({}, {}))
 
 
-def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], str]) -> list[str]:
-    """``lines`` (ASCII), each volatile span of each replaced by ``mask(line, start, end)``, as
+def masked_lines(lines: list[str], every: bool) -> list[str]:
+    """``lines`` (ASCII), each volatile span of each replaced by its mask (``mask``), as
     ``_keys._mask_text`` masks them joined: every line if ``every`` (the text names a temp
     path), else those with a digit; and the rules among the spans only if the lines scanned
     come to under ``SHORT`` characters joined or one of them holds three of a rule's glyphs in
@@ -185,7 +185,7 @@ def masked_lines(lines: list[str], every: bool, mask: Callable[[str, int, int], 
     seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
     masked: list[str] = []
     for index, line in enumerate(lines):
-        masked.append(_masked_line(line, rules, seen, mask) if chosen[index] else line)
+        masked.append(_masked_line(line, rules, seen) if chosen[index] else line)
     return masked
 
 
@@ -330,9 +330,7 @@ def exception_name(text: str) -> str | None:
     return None
 
 
-def _masked_line(
-    line: str, rules: bool, seen: dict[str, str] | None, mask: Callable[[str, int, int], str]
-) -> str:
+def _masked_line(line: str, rules: bool, seen: dict[str, str] | None) -> str:
     """``line`` with its volatile spans masked, looked up in ``seen`` and remembered there."""
     if seen is not None:
         known = seen.get(line)
@@ -355,6 +353,120 @@ def _masked_line(
             seen.clear()
         seen[line] = masked
     return masked
+
+
+def mask(text: str, start: int, end: int) -> str:
+    """What the volatile span ``text[start:end]`` that ``spans`` found in ``text`` (ASCII) is
+    masked with: what ``_keys._masked`` (the definition, which the tests compare this with)
+    gives, decided from the characters where they lie rather than with a str of the span and
+    its methods. The span is itself where it is no volatile detail (part of a word, a number
+    that is no id)."""
+    chars = _view(text)
+    first = _char(chars, start)
+    size = end - start
+    if first == "=" or first == "-" or first == "_" or first == "~" or first == "*" or first == "#":
+        return _RULES[first]  # a rule: drawn to fit the text around it
+    glued = start > 0 and _is_word(_char(chars, start - 1))
+    if first == "/":
+        return "<tmp>"
+    if _at(chars, end, start, "sh: line"):
+        return "sh: line <n>:"
+    if first == "p" or first == "P" or first == "t" or first == "T":
+        # pid 42, process=42, thread #42, port 8080; or a temp name, tmpab12cd3x.
+        if glued:
+            return text[start:end]
+        if _at(chars, end, start, "tmp"):
+            return "<tmp>"
+        return _numbers_as_n(chars, start, end)
+    colon = end - 1
+    while colon >= start and _char(chars, colon) != ":":
+        colon -= 1
+    if colon >= start and _local_host(chars, start, colon):
+        return text[start:colon] + ":<port>"
+    if glued:
+        return text[start:end]
+    if size == 36 and _char(chars, start + 8) == "-":
+        return "<uuid>"
+    second = _char(chars, start + 1) if size >= 2 else "\x00"
+    if first == "0" and (second == "x" or second == "X"):
+        return "<hex>"
+    if colon >= start or (size >= 10 and _char(chars, start + 4) == "-"):
+        return "<time>"
+    if size >= 2 and _char(chars, end - 2) == "/" and _char(chars, end - 1) == "s":
+        return "<rate>"
+    last = _char(chars, end - 1)
+    if ("a" <= last <= "z" or "A" <= last <= "Z") and not _has_hex_letter(
+        chars, start, _unit_start(chars, start, end - 1), False
+    ):
+        return "<duration>"
+    # A bare hex id: at least one digit and one letter (a plain number is not an id).
+    if _has_decimal(chars, start, end) and _has_hex_letter(chars, start, end, True):
+        return "<hex>"
+    return text[start:end]
+
+
+#: A rule's mask, by its glyph: three of it.
+_RULES: dict[str, str] = {glyph: glyph * 3 for glyph in "=-_~*#"}
+
+
+def _numbers_as_n(text: str, start: int, end: int) -> str:
+    """The characters from ``start`` to ``end`` of what ``_view`` gave, each run of digits as
+    ``<n>``."""
+    pieces: list[str] = []
+    i = start
+    while i < end:
+        c = _char(text, i)
+        if "0" <= c <= "9":
+            pieces.append("<n>")
+            while i < end and "0" <= _char(text, i) <= "9":
+                i += 1
+        else:
+            pieces.append(c)
+            i += 1
+    return "".join(pieces)
+
+
+def _local_host(text: str, start: int, end: int) -> bool:
+    """Whether the characters from ``start`` to ``end`` name this machine (``localhost``,
+    ``127.0.0.1``, ``0.0.0.0``, ``[::1]``, ``[::]``)."""
+    size = end - start
+    if size == 9:
+        return _at(text, end, start, "localhost") or _at(text, end, start, "127.0.0.1")
+    if size == 7:
+        return _at(text, end, start, "0.0.0.0")
+    if size == 5:
+        return _at(text, end, start, "[::1]")
+    return size == 4 and _at(text, end, start, "[::]")
+
+
+def _unit_start(text: str, start: int, end: int) -> int:
+    """Where the characters from ``start`` to ``end`` end once the letters of a unit of time
+    (``msecondhru``) and spaces are stripped from their right."""
+    while end > start and _char(text, end - 1) in "msecondhru ":
+        end -= 1
+    return end
+
+
+def _has_hex_letter(text: str, start: int, end: int, lower_only: bool) -> bool:
+    """Whether a letter from a to f (or A to F, unless ``lower_only``) stands from ``start`` to
+    ``end``."""
+    i = start
+    while i < end:
+        c = _char(text, i)
+        if "a" <= c <= "f" or (not lower_only and "A" <= c <= "F"):
+            return True
+        i += 1
+    return False
+
+
+def _has_decimal(text: str, start: int, end: int) -> bool:
+    """Whether an ASCII digit stands from ``start`` to ``end``."""
+    i = start
+    while i < end:
+        if "0" <= _char(text, i) <= "9":
+            return True
+        i += 1
+    return False
 
 
 if not cython.compiled:
