@@ -26,8 +26,10 @@ cdef class Recent:
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
 
-@cython.locals(mixed=cython.longlong)
-cdef unsigned long long _mixed(object identity, object key) except? 0
+# What a result (by its address, as ``id`` gives it) and the key of its action add to a window's
+# signature, as 64-bit integers that wrap.
+cdef inline unsigned long long _mixed(object result, object key) except? 0:
+    return (<unsigned long long><size_t><void*>result) ^ <unsigned long long><long long>key
 
 # _base.py's _lines_seen and _seen over the results' own tables: the results themselves, and
 # whether any of them remembers a line of hash ``line`` (its masked hash if ``masked``), the

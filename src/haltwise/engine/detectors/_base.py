@@ -154,10 +154,10 @@ class Recent:
     def push(self, key: int, result: ResultInfo) -> None:
         self._items.append((key, result))
         self._keys[key] = self._keys.get(key, 0) + 1
-        self._signature += _mixed(id(result), key)
+        self._signature += _mixed(result, key)
         if len(self._items) > self.size:
             old, info = self._items.popleft()
-            self._signature -= _mixed(id(info), old)
+            self._signature -= _mixed(info, old)
             count = self._keys[old] - 1
             if count:
                 self._keys[old] = count
@@ -168,12 +168,14 @@ class Recent:
         return len(self._items)
 
 
-def _mixed(identity: int, key: int) -> int:
-    """What a result (by its ``id``) and the key of its action add to a window's signature.
-    Compiled, a signature is a C integer that wraps: both are 64-bit integers, and so is
-    their ``^``."""
-    mixed = cython.cast(cython.longlong, identity) ^ cython.cast(cython.longlong, key)
-    return cython.cast(cython.ulonglong, mixed)
+if not cython.compiled:
+    # Compiled, ``_base.pxd`` mixes the result's address and the key as C integers.
+
+    def _mixed(result: object, key: int) -> int:
+        """What a result (by its identity) and the key of its action add to a window's
+        signature. Compiled, a signature is a C integer that wraps: the result's address and
+        the key are 64-bit integers, and so is their ``^``."""
+        return id(result) ^ key
 
 
 if not cython.compiled:
