@@ -20,6 +20,7 @@ cdef class Recent:
     cdef dict _keys
     cdef unsigned long long _signature
 
+    @cython.locals(memo=tuple, signature=cython.ulonglong, size=Py_ssize_t, answer=bint)
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
     @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1

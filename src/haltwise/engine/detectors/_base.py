@@ -46,9 +46,10 @@ CLEAR, WARNED, BLOCKED = 0, 1, 2
 Verdict = str | Warn | Block | None
 
 
-#: The last judgement of novelty: (result, action, window signature, answer). Every detector
-#: of a governor judges the same result against the same window, so it is judged once.
-_judged: tuple[ResultInfo, int, tuple[int, int], bool] | None = None
+#: The last judgement of novelty: (result, action, the window's signature and size, answer).
+#: Every detector of a governor judges the same result against the same window, so it is
+#: judged once.
+_judged: tuple[ResultInfo, int, int, int, bool] | None = None
 
 #: The notes given at the event being handled: (event, governor, the actions they named). Two
 #: detectors that see the same repeated action at the same event (``repeats`` and
@@ -105,11 +106,15 @@ class Recent:
     def is_new(self, key: int, result: ResultInfo, edit: bool = False) -> bool:
         global _judged
         memo = _judged
-        signature = (self._signature, len(self._items))
-        if memo is not None and memo[0] is result and memo[1] == key and memo[2] == signature:
-            return memo[3]
+        if memo is not None and memo[0] is result and memo[1] == key:
+            # Read into C integers (compiled), then compared, rather than made into a tuple.
+            signature = memo[2]
+            size = memo[3]
+            if signature == self._signature and size == len(self._items):
+                answer: bool = memo[4]
+                return answer
         answer = self._judge(key, result, edit)
-        _judged = (result, key, signature, answer)
+        _judged = (result, key, self._signature, len(self._items), answer)
         return answer
 
     def _judge(self, key: int, result: ResultInfo, edit: bool) -> bool:
