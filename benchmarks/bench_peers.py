@@ -69,6 +69,7 @@ of tool calls, not counted.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -81,7 +82,8 @@ VENV = HERE / ".peers-venv"
 SCRIPT = HERE / "peers" / "measure.py"
 #: The versions compared (pydantic-ai-slim: the one the adapter tests run).
 PINS = ("agentarmor==1.6.3", "agentguard47==2.0.0", "pydantic-ai-slim==2.68.0")
-#: Written last when the venv is complete: the pins it was built with.
+#: Written last when the venv is complete: the pins it was built with, and the digest of
+#: haltwise's ``pyproject.toml`` (a dependency haltwise gains is installed with it).
 STAMP = VENV / "haltwise-peers.txt"
 #: agentguard47 2.0.0 requires it.
 PYTHON = (3, 11)
@@ -100,7 +102,8 @@ def _failure(step: str, error: BaseException) -> str:
 def ensure_venv() -> str | None:
     """Build ``.peers-venv`` unless it is complete with today's pins; the reason it cannot be
     built, or None."""
-    wanted = "\n".join(PINS) + "\n"
+    project = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    wanted = "\n".join(PINS) + f"\npyproject.toml {project}\n"
     if STAMP.is_file() and STAMP.read_text() == wanted and venv_python().is_file():
         return None
     if sys.version_info < PYTHON:
