@@ -2,7 +2,7 @@
 # (events.pxd, state.pxd), so that the LLM-call handlers read and write C struct members.
 
 cimport cython
-from fastrlock.rlock cimport lock_fastrlock, unlock_fastrlock
+from cpython.pythread cimport PyThread_get_thread_ident
 
 from haltwise.engine.events cimport ModelRequest, ModelResponse, check
 from haltwise.engine.state cimport InFlight, Slot, Tally
@@ -54,12 +54,55 @@ cdef class Dispatch:
                    kind=int, used=wide, priced=wide, counted=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
 
-# A FastRLock taken and let go from C (fastrlock's own functions), without a Python call.
-cdef inline int _hold(object lock) except -1:
-    return lock_fastrlock(lock, -1, True)
+# The governor's reentrant lock (dispatch.py's Lock). Each step below runs while the interpreter
+# lock is held, with no Python call between reading a field and writing one, so that no other
+# thread sees it half made; only a wait for ``_real`` lets other threads run.
+cdef class Lock:
+    cdef unsigned long _owner
+    cdef Py_ssize_t _count, _waiting
+    cdef bint _held
+    cdef object _real
 
-cdef inline int _let_go(object lock) except -1:
-    return unlock_fastrlock(lock)
+cdef inline bint _take(Lock lock, bint blocking, object timeout) except -1:
+    cdef unsigned long me = PyThread_get_thread_ident()
+    if lock._count:
+        if lock._owner == me:
+            lock._count += 1
+            return True
+    elif not lock._waiting:
+        lock._owner = me
+        lock._count = 1
+        return True
+    return _wait(lock, me, blocking, timeout)
+
+# Held by another thread, or others wait for it: wait for ``_real``, taken for the holder first if
+# it holds the lock without it (then ``_real`` is free: the holder lets it go with the lock).
+cdef inline bint _wait(Lock lock, unsigned long me, bint blocking, object timeout) except -1:
+    if lock._count and not lock._held:
+        lock._real.acquire(False)
+        lock._held = True
+    lock._waiting += 1
+    try:
+        taken = lock._real.acquire(blocking, timeout)
+    finally:
+        lock._waiting -= 1
+    if not taken:
+        return False
+    lock._owner = me
+    lock._count = 1
+    lock._held = True
+    return True
+
+cdef inline int _give(Lock lock) except -1:
+    if lock._count == 0 or lock._owner != PyThread_get_thread_ident():
+        raise RuntimeError("cannot release un-acquired lock")
+    lock._count -= 1
+    if lock._count == 0:
+        lock._owner = 0
+        if lock._held:
+            lock._held = False
+            lock._real.release()
+    return 0
 
 @cython.locals(natural=cython.longlong)
 cdef long long _natural(object value) except? -1

@@ -30,9 +30,8 @@ same code on Python ints.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
-
-from fastrlock.rlock import FastRLock
 
 from .decisions import CONTINUE, Block, Decision, Warn, joined
 from .events import ModelRequest, ModelResponse, check
@@ -51,7 +50,7 @@ else:
     except ImportError:
         from . import _pure as cython
 
-__all__ = ["COMPILED", "Check", "Dispatch"]
+__all__ = ["COMPILED", "Check", "Dispatch", "Lock", "new_lock"]
 
 #: Whether this module runs compiled.
 COMPILED: bool = cython.compiled
@@ -172,7 +171,7 @@ class Dispatch:
         # for each event a little more.
         lock, acquire, release, in_c = self.locking
         if in_c:
-            _hold(lock)
+            _take(lock, True, -1)
         else:
             acquire()
         try:
@@ -196,7 +195,7 @@ class Dispatch:
             return self.governor._handle_slowly(event)
         finally:
             if in_c:
-                _let_go(lock)
+                _give(lock)
             else:
                 release()
 
@@ -492,22 +491,66 @@ class Dispatch:
 
 
 def _locking(lock: Any) -> tuple[Any, Any, Any, bool]:
-    """``Dispatch.locking`` for ``lock``: taken in C when it is a ``FastRLock`` and this module
-    is compiled."""
-    return (lock, lock.acquire, lock.release, cython.compiled and type(lock) is FastRLock)
+    """``Dispatch.locking`` for ``lock``: taken in C when it is a ``Lock`` and this module is
+    compiled."""
+    return (lock, lock.acquire, lock.release, cython.compiled and type(lock) is Lock)
+
+
+def new_lock() -> Any:
+    """A governor's lock: compiled, a ``Lock``, which the dispatch takes in C; interpreted, a
+    ``threading.RLock``, which costs less to call than a ``Lock`` written in Python."""
+    return Lock() if cython.compiled else threading.RLock()
+
+
+class Lock:
+    """A reentrant lock, as ``threading.RLock`` is, that the compiled dispatch takes and lets go
+    in C, without a Python call.
+
+    Compiled, while no other thread wants it, it is a count and the thread that holds it, each
+    changed while the interpreter lock is held. A thread that finds it held by another waits
+    on a ``threading.Lock`` (taken for the holder first, who lets it go with the lock), so
+    that the wait can time out and be interrupted as ``threading.RLock``'s can: Ctrl-C stops
+    a thread waiting for a governor. Interpreted, it is a ``threading.RLock``, through which
+    every call goes."""
+
+    __slots__ = ("_count", "_held", "_owner", "_real", "_waiting")
+
+    def __init__(self) -> None:
+        #: The thread that holds it, and how many times over.
+        self._owner = 0
+        self._count = 0
+        #: How many threads wait for ``_real``, and whether it is taken (for the holder).
+        self._waiting = 0
+        self._held = False
+        self._real: Any = threading.Lock() if cython.compiled else threading.RLock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Take it (again, if this thread holds it); as ``threading.RLock.acquire``."""
+        return _take(self, blocking, timeout)
+
+    def release(self) -> None:
+        """Let it go once; RuntimeError if this thread does not hold it."""
+        _give(self)
+
+    def __enter__(self) -> bool:
+        return _take(self, True, -1)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _give(self)
 
 
 if not cython.compiled:
-    # Compiled, ``dispatch.pxd`` takes a FastRLock with fastrlock's C functions.
+    # Compiled, ``dispatch.pxd`` takes and lets go a Lock in C (the interpreter lock keeps each
+    # step whole); interpreted, every step is the RLock's.
 
-    def _hold(lock: Any) -> int:
+    def _take(lock: Lock, blocking: bool, timeout: float) -> bool:
         """Take ``lock``."""
-        lock.acquire()
-        return 0
+        taken: bool = lock._real.acquire(blocking, timeout)
+        return taken
 
-    def _let_go(lock: Any) -> int:
+    def _give(lock: Lock) -> int:
         """Let ``lock`` go."""
-        lock.release()
+        lock._real.release()
         return 0
 
 

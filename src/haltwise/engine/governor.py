@@ -32,8 +32,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from fastrlock.rlock import FastRLock
-
 from .budgets import Refused, SharedBudgets
 from .decisions import (
     CONTINUE,
@@ -47,7 +45,7 @@ from .decisions import (
     Warn,
     joined,
 )
-from .dispatch import Dispatch
+from .dispatch import Dispatch, new_lock
 from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
     Event,
@@ -201,7 +199,7 @@ class Governor:
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
         #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
-        self._dispatch = Dispatch(self, FastRLock(), clock, plain=parent is None)
+        self._dispatch = Dispatch(self, new_lock(), clock, plain=parent is None)
         self.handle = self._dispatch.handle
         #: The checks before and after an event (``Dispatch.pre``, ``Dispatch.post``).
         self._pre = self._dispatch.pre
@@ -259,9 +257,10 @@ class Governor:
     @property
     def lock(self) -> Any:
         """Held while an event is decided and counted. Hold it to read several values as one
-        (``with governor.lock:``). A reentrant lock (fastrlock's ``FastRLock``: the thread that
-        holds it may take it again), which the compiled engine takes without a Python call;
-        its ``acquire`` takes ``blocking`` but no ``timeout``."""
+        (``with governor.lock:``). Reentrant, as ``threading.RLock`` is: the thread that holds
+        it may take it again, and a wait for it can time out or be interrupted (Ctrl-C). The
+        compiled engine's own (``dispatch.Lock``) is taken without a Python call; any lock may
+        be set in its place."""
         return self._dispatch.lock
 
     @lock.setter
