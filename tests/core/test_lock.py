@@ -177,3 +177,26 @@ def test_ctrl_c_stops_a_thread_waiting_for_a_governor() -> None:
         signal.signal(signal.SIGINT, previous)  # once no signal can come from the timer
     assert isinstance(governor.handle(TurnStarting()), Continue)
     assert governor.usage.turns == 1  # the interrupted event was not counted
+
+
+def test_a_condition_waits_on_it_as_on_an_rlock() -> None:
+    # threading.Condition lets a reentrant lock go whole while it waits (``_release_save``)
+    # and takes it back as it was: held twice here, and another thread takes it meanwhile.
+    lock = Lock()
+    condition = threading.Condition(lock)
+    ready: list[bool] = []
+
+    def notify() -> None:
+        with condition:
+            ready.append(True)
+            condition.notify()
+
+    with lock, condition:
+        thread = threading.Thread(target=notify)
+        thread.start()
+        assert condition.wait_for(lambda: ready, timeout=5)
+        assert not taken_elsewhere(lock)
+    thread.join(5)
+    assert taken_elsewhere(lock)
+    with pytest.raises(RuntimeError):
+        condition.wait(0.01)  # not held

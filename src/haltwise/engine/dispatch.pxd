@@ -93,6 +93,22 @@ cdef inline bint _wait(Lock lock, unsigned long me, bint blocking, object timeou
     lock._held = True
     return True
 
+cdef inline bint _owned(Lock lock) noexcept:
+    return lock._count > 0 and lock._owner == PyThread_get_thread_ident()
+
+cdef inline object _let_go_all(Lock lock):
+    if not _owned(lock):
+        raise RuntimeError("cannot release un-acquired lock")
+    cdef Py_ssize_t count = lock._count
+    lock._count = 1
+    _give(lock)
+    return count
+
+cdef inline int _take_back(Lock lock, object state) except -1:
+    _take(lock, True, -1)
+    lock._count = state
+    return 0
+
 cdef inline int _give(Lock lock) except -1:
     if lock._count == 0 or lock._owner != PyThread_get_thread_ident():
         raise RuntimeError("cannot release un-acquired lock")

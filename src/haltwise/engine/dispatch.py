@@ -538,6 +538,20 @@ class Lock:
     def __exit__(self, *exc_info: object) -> None:
         _give(self)
 
+    # What ``threading.Condition`` asks of a reentrant lock, as ``threading.RLock`` has it.
+
+    def _is_owned(self) -> bool:
+        """Whether this thread holds it."""
+        return _owned(self)
+
+    def _release_save(self) -> Any:
+        """Let it go however many times this thread took it; what takes it back."""
+        return _let_go_all(self)
+
+    def _acquire_restore(self, state: Any) -> None:
+        """Take it back as ``_release_save`` let it go."""
+        _take_back(self, state)
+
 
 if not cython.compiled:
     # Compiled, ``dispatch.pxd`` takes and lets go a Lock in C (the interpreter lock keeps each
@@ -551,6 +565,20 @@ if not cython.compiled:
     def _give(lock: Lock) -> int:
         """Let ``lock`` go."""
         lock._real.release()
+        return 0
+
+    def _owned(lock: Lock) -> bool:
+        """Whether this thread holds ``lock``."""
+        owned: bool = lock._real._is_owned()
+        return owned
+
+    def _let_go_all(lock: Lock) -> Any:
+        """Let ``lock`` go whatever its count; what ``_take_back`` takes it back with."""
+        return lock._real._release_save()
+
+    def _take_back(lock: Lock, state: Any) -> int:
+        """Take ``lock`` back as ``_let_go_all`` let it go."""
+        lock._real._acquire_restore(state)
         return 0
 
 
