@@ -183,7 +183,8 @@ def test_a_condition_waits_on_it_as_on_an_rlock() -> None:
     # threading.Condition lets a reentrant lock go whole while it waits (``_release_save``)
     # and takes it back as it was: held twice here, and another thread takes it meanwhile.
     lock = Lock()
-    condition = threading.Condition(lock)
+    # Its stubs name only the standard library's locks; it asks any of what Lock has.
+    condition = threading.Condition(lock)  # type: ignore[arg-type]
     ready: list[bool] = []
 
     def notify() -> None:
