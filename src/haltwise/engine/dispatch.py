@@ -2,7 +2,9 @@
 
 ``Dispatch.handle`` takes the governor's lock, looks at the clock against the earliest plain
 deadline, and hands the event to the fast path's handler for its type while nothing but the
-limits can change the decision (``plain``), else to the governor's general path.
+limits can change the decision (``plain``), else to the governor's general path. Compiled, the
+governor's lock is a ``Lock``, taken in C (``dispatch.pxd``): a reentrant lock whose waits, like
+``threading.RLock``'s, time out and give way to Ctrl-C.
 
 ``on_model_request`` and ``on_model_response`` decide a ``ModelRequest`` and a
 ``ModelResponse`` under the common limits (model calls, tokens, dollars, counted on the

@@ -174,18 +174,14 @@ class Recent:
 
 
 if not cython.compiled:
-    # Compiled, ``_base.pxd`` mixes the result's address and the key as C integers.
+    # Compiled, ``_base.pxd`` mixes the result's address and the key as C integers, and reads
+    # the results' tables of line hashes (``_keys.pxd``), a line's hash made a C integer once.
 
     def _mixed(result: object, key: int) -> int:
         """What a result (by its identity) and the key of its action add to a window's
         signature. Compiled, a signature is a C integer that wraps: the result's address and
         the key are 64-bit integers, and so is their ``^``."""
         return id(result) ^ key
-
-
-if not cython.compiled:
-    # Compiled, ``_base.pxd`` reads the results' tables of line hashes (``_keys.pxd``), a
-    # line's hash made a C integer once.
 
     def _lines_seen(items: Iterable[tuple[int, Any]], masked: bool) -> list[frozenset[int]]:
         """What ``_seen`` looks a line up in: the set of each result's lines (masked, if
