@@ -106,6 +106,18 @@ def test_only_its_holder_may_let_it_go() -> None:
     assert taken_elsewhere(lock)
 
 
+@pytest.mark.parametrize(
+    ("blocking", "timeout"), [(False, 1.0), (True, -2.0)], ids=["timeout-without-wait", "negative"]
+)
+def test_its_arguments_are_checked_as_an_rlocks_are(blocking: bool, timeout: float) -> None:
+    lock = Lock()
+    with pytest.raises(ValueError, match="timeout"):
+        lock.acquire(blocking, timeout)
+    with pytest.raises(ValueError, match="timeout"):
+        threading.RLock().acquire(blocking, timeout)
+    assert taken_elsewhere(lock)  # nothing taken
+
+
 def test_a_wait_for_it_times_out_or_is_not_made(held: tuple[Lock, threading.Event]) -> None:
     lock, go = held
     started = time.monotonic()

@@ -527,7 +527,12 @@ class Lock:
         self._real: Any = threading.Lock() if cython.compiled else threading.RLock()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Take it (again, if this thread holds it); as ``threading.RLock.acquire``."""
+        """Take it (again, if this thread holds it); as ``threading.RLock.acquire``, with its
+        arguments checked as Python 3.11's are, whether or not it has to wait."""
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout value must be positive")
         return _take(self, blocking, timeout)
 
     def release(self) -> None:
