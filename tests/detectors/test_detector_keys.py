@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from haltwise.engine.detectors import _scan as scan
 from haltwise.engine.detectors import (
     action_key,
     canonical_arguments,
@@ -183,14 +187,57 @@ def test_the_lines_scan_folds_lines_as_split_and_join_do(text: str, most: int) -
         cut = {line[:most]: None for raw in text.split("\n") for line in _folded_lines(raw)}
         assert folded_lines(text, most) == list(cut)
     lines = [*expected, "٣ and 3", "# and #", "no digit", "no digit 42"]
+    _assert_hashes_tell_lines_apart(lines)
+
+
+def _assert_hashes_tell_lines_apart(lines: list[str]) -> None:
+    # Two hashes of each line: one that two lines share exactly when they are equal, one that
+    # they share exactly when, masked, they are equal.
     masked = [re.sub(r"\d+", "#", line) for line in lines]
     for hashes in (line_hashes(lines), _line_hashes(lines)):
-        # Each line's hash, and one that two lines share exactly when, masked, they are equal.
-        assert [exact for exact, _ in hashes] == list(map(hash, lines))
-        pairs = list(zip(masked, [kept for _, kept in hashes], strict=True))
-        for first, first_hash in pairs:
-            for second, second_hash in pairs:
-                assert (first_hash == second_hash) == (first == second)
+        assert len(hashes) == len(lines)
+        for texts, kept in (
+            (lines, [exact for exact, _ in hashes]),
+            (masked, [m for _, m in hashes]),
+        ):
+            for first, first_hash in zip(texts, kept, strict=True):
+                assert -(2**63) <= first_hash < 2**63
+                for second, second_hash in zip(texts, kept, strict=True):
+                    assert (first_hash == second_hash) == (first == second)
+
+
+#: What a line is made of near the edges of the eight characters the compiled hash reads at once.
+_HASHED_PARTS = st.sampled_from(
+    ["a", "bcdefgh", "0", "12345678", "#", " ", "é", "٣", "😀", "x" * 9]
+)
+
+
+@given(st.lists(st.lists(_HASHED_PARTS, max_size=12).map("".join), min_size=1, max_size=8))
+def test_line_hashes_tell_lines_apart_wherever_their_digits_fall(lines: list[str]) -> None:
+    _assert_hashes_tell_lines_apart(lines)
+
+
+@given(st.lists(st.lists(_HASHED_PARTS, max_size=12).map("".join), min_size=1, max_size=8))
+def test_the_compiled_line_hashes_are_the_interpreted_ones(lines: list[str]) -> None:
+    # The compiled scan feeds eight ASCII characters without a digit into each hash at once, and
+    # the rest one by one; its interpreted twin feeds every byte of the same streams one by one.
+    if not scan.COMPILED:
+        pytest.skip("the pure build runs the interpreted line hashes only")
+    assert line_hashes(lines) == _interpreted_scan().line_hashes(lines)
+
+
+@functools.cache
+def _interpreted_scan() -> Any:
+    """``_scan`` imported from its source, beside the compiled one: the same seed (a string's
+    hash in this process), read by the interpreted twins."""
+    spec = importlib.util.spec_from_file_location(
+        "haltwise.engine.detectors._scan_interpreted", Path(scan.__file__).with_name("_scan.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not module.COMPILED
+    return module
 
 
 #: What names an exception at the start of a line, and what comes near such a name.

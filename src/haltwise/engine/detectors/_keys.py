@@ -761,7 +761,7 @@ _TRANSLATED_FROM: Final = 200
 
 def _numbers_masked(text: str) -> str:
     """``text`` with each run of digits as ``#``, for the pure build's line hashes (compiled,
-    ``_scan.masked_hash`` hashes a line without masking it): for a long ASCII text with no NUL
+    ``_scan.line_hashes`` hashes a line without masking it): for a long ASCII text with no NUL
     in it, by a translation and a split (the pieces between digits, without the empty ones a
     run of several leaves) rather than a regular expression, which tries a match at every
     position."""
@@ -777,8 +777,9 @@ def _numbers_masked(text: str) -> str:
 
 
 def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    """For each of ``lines``: its hash, and a hash of it with its numbers masked (compiled,
-    ``_scan.masked_hash``, made without the masked line)."""
+    """For each of ``lines``: its hash, and a hash of it with its numbers masked. Compiled,
+    ``_scan.line_hashes`` makes both in one pass, without the masked line; interpreted, a pass
+    over characters in Python would cost more than ``hash`` and a masked copy."""
     if _scan.COMPILED:
         return _scan.line_hashes(lines)
     masked = _numbers_masked("\n".join(lines)).split("\n")

@@ -7,7 +7,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
                               PyUnicode_FindChar, PyUnicode_FromKindAndData,
                               PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
-                              Py_UNICODE_ISSPACE)
+                              Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
 
@@ -141,8 +141,7 @@ cpdef str folded(str text)
 cdef bint _is_folded(str text, Index start) noexcept
 @cython.locals(line=str)
 cpdef tuple line_hashes(list lines)
-@cython.locals(h=cython.ulonglong, run=bint, c=Py_UCS4)
-cpdef unsigned long long masked_hash(str line) except? 0
+cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
                index=Index, masked=list)
 cpdef list masked_lines(list lines, bint every)
@@ -220,3 +219,133 @@ cdef Index _shell_line(Text text, Index n, Index i) except -2
 cdef Index _temp_path(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
 cdef Index _rule(Text text, Index n, Index i) except -2
+
+
+# line_hashes's two streams (_scan.py), each hashed as it is fed: its state (``h``), the bytes
+# fed since the last word was mixed in (``pending``, ``count`` of them) and its length.
+cdef struct Stream:
+    unsigned long long h
+    unsigned long long pending
+    int count
+    Py_ssize_t size
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* Eight bytes from p as a little-endian word, wherever p points. */
+    static inline unsigned long long haltwise_word(const unsigned char* p) {
+        unsigned long long word;
+        memcpy(&word, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        word = __builtin_bswap64(word);
+    #endif
+        return word;
+    }
+    """
+    unsigned long long _word "haltwise_word"(const unsigned char* p) noexcept nogil
+
+cdef inline unsigned long long _mix(unsigned long long h, unsigned long long word) noexcept:
+    h = (h ^ word) * _MULTIPLIER
+    return h ^ (h >> 29)
+
+cdef inline long long _finished(unsigned long long h) noexcept:
+    h ^= h >> 33
+    h *= _FINAL_1
+    h ^= h >> 33
+    h *= _FINAL_2
+    h ^= h >> 33
+    return <long long>h
+
+# ``size`` bytes at once (at most eight, the low ones of ``data``).
+cdef inline void _feed_bytes(Stream* stream, unsigned long long data, int size) noexcept:
+    cdef int count = stream.count
+    stream.size += size
+    if count + size < 8:
+        stream.pending |= data << (8 * count)
+        stream.count = count + size
+    elif count == 0:  # size is 8
+        stream.h = _mix(stream.h, data)
+    else:
+        stream.h = _mix(stream.h, stream.pending | (data << (8 * count)))
+        stream.pending = data >> (64 - 8 * count) if count + size > 8 else 0
+        stream.count = count + size - 8
+
+cdef inline void _feed_char(Stream* stream, Py_UCS4 c) noexcept:
+    cdef unsigned long long code = <unsigned long long>c  # a number, not a character
+    if code < 128:
+        _feed_bytes(stream, code, 1)
+    else:
+        _feed_bytes(stream, 0x80, 1)
+        _feed_bytes(stream, code & 0xFF, 1)
+        _feed_bytes(stream, (code >> 8) & 0xFF, 1)
+        _feed_bytes(stream, code >> 16, 1)
+
+# One character into both streams, the second with a run of decimal digits as one "#"; whether
+# it is a decimal digit (``run`` says whether the one before was).
+cdef inline bint _feed_both(Stream* exact, Stream* masked, Py_UCS4 c, bint run) noexcept:
+    _feed_char(exact, c)
+    if (48 <= c <= 57) or (c >= 128 and Py_UNICODE_ISDECIMAL(c)):
+        if not run:
+            _feed_bytes(masked, 35, 1)
+        return True
+    _feed_char(masked, c)
+    return False
+
+# Eight ASCII bytes with a digit among them into the second stream alone (the first took them
+# whole): as they are masked, gathered in ``out``, then fed at once; whether the last is a digit.
+cdef inline bint _feed_masked(Stream* masked, unsigned long long word, bint run) noexcept:
+    cdef unsigned long long out = 0, byte
+    cdef int size = 0, shift
+    for shift in range(0, 64, 8):
+        byte = (word >> shift) & 0xFF
+        if 48 <= byte <= 57:
+            if run:
+                continue
+            byte = 35
+            run = True
+        else:
+            run = False
+        out |= byte << (8 * size)
+        size += 1
+    _feed_bytes(masked, out, size)
+    return run
+
+cdef inline long long _hashed(Stream* stream) noexcept:
+    cdef unsigned long long h = stream.h
+    if stream.count:
+        h = _mix(h, stream.pending)  # the last word, padded with zeros
+    return _finished(h ^ <unsigned long long>stream.size)
+
+# The high bit of each byte of ``word`` (ASCII) that is a digit: 0x30 + 0x50 and 0x39 + 0x46
+# are the first to reach 0x80, and no byte below 0x80 carries into the next.
+cdef inline unsigned long long _digits_in(unsigned long long word) noexcept:
+    return (word + 0x5050505050505050ULL) & ~(word + 0x4646464646464646ULL) & 0x8080808080808080ULL
+
+cdef inline tuple _line_pair(str line):
+    cdef Stream exact = Stream(_SEED, 0, 0, 0)
+    cdef Stream masked = Stream(_SEED, 0, 0, 0)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)
+    cdef int kind = PyUnicode_KIND(line)
+    cdef void* data = PyUnicode_DATA(line)
+    cdef const unsigned char* chars = <const unsigned char*>data
+    cdef Py_ssize_t i = 0, j
+    cdef unsigned long long word
+    cdef bint run = False
+    if kind == PyUnicode_1BYTE_KIND:
+        while i + 8 <= n:
+            word = _word(chars + i)
+            if word & 0x8080808080808080ULL:  # a character past ASCII
+                for j in range(i, i + 8):
+                    run = _feed_both(&exact, &masked, chars[j], run)
+            else:
+                _feed_bytes(&exact, word, 8)
+                if _digits_in(word) == 0:
+                    _feed_bytes(&masked, word, 8)
+                    run = False
+                else:
+                    run = _feed_masked(&masked, word, run)
+            i += 8
+    while i < n:
+        run = _feed_both(&exact, &masked, PyUnicode_READ(kind, data, i), run)
+        i += 1
+    return (_hashed(&exact), _hashed(&masked))

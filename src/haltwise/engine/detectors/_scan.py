@@ -11,11 +11,11 @@ branch is a few comparisons of character codes, and most positions are passed ov
 of one.
 
 The other scans read a result's lines for ``_keys``: ``folded_lines`` (each line without its
-line number, its white space folded), ``masked_lines`` and ``line_hashes`` (with
-``masked_hash``); ``exception_name`` finds the error a failed result names last, and
-``volatile_argument`` an id or a clock in a call's argument. Each does what a regular
-expression and a few ``str`` methods per line do in ``_keys``, which the tests compare it with,
-without making a Python object of what it only looks at.
+line number, its white space folded), ``masked_lines`` and ``line_hashes`` (each line's hash,
+and its hash with its numbers masked, in one pass); ``exception_name`` finds the error a failed
+result names last, and ``volatile_argument`` an id or a clock in a call's argument. Each does
+what a regular expression and a few ``str`` methods per line do in ``_keys``, which the tests
+compare it with, without making a Python object of what it only looks at.
 
 Compiled (``_scan.pxd`` types every index and character as a C integer, a character is read
 straight from where its str keeps it (``_view``, ``_char``), and every index is checked against
@@ -50,7 +50,6 @@ __all__ = [
     "folded_lines",
     "line_hashes",
     "mask",
-    "masked_hash",
     "masked_lines",
     "spans",
     "volatile_argument",
@@ -230,32 +229,75 @@ def _is_folded(text: str, start: int) -> bool:
 
 
 def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
-    """For each of ``lines``: its hash, and ``masked_hash`` of it."""
-    return tuple([(hash(line), masked_hash(line)) for line in lines])
+    r"""For each of ``lines``, two hashes made in one pass over it: one that two lines share
+    when they are equal, and one that they share when ``re.sub(r"\d+", "#", line)`` makes them
+    equal; each shared otherwise one time in 2^64.
+
+    Each hashes a stream of bytes: the line's code points (one byte each below 128; else 0x80
+    and three bytes of the code point), the second with each run of decimal digits as one
+    ``#``. The stream is read eight bytes at a time (``_mix``); compiled, eight ASCII
+    characters without a digit go into both hashes as one word, read straight from the str. A
+    word mixed in is a bijection of the state, so two lines that differ in one word of their
+    streams never share a hash. The hashes start from ``_SEED``, which changes from process to
+    process as ``hash``'s strings do. Each is signed, a Python int that fits a C ``long long``."""
+    return tuple([_line_pair(line) for line in lines])
 
 
-#: FNV-1a, 64 bits: its offset basis and prime (C integers, compiled).
-_FNV_OFFSET: int = cython.declare(cython.ulonglong, 0xCBF29CE484222325)
-_FNV_PRIME: int = cython.declare(cython.ulonglong, 0x100000001B3)
+#: What each line hash starts from, drawn from Python's own string hash: it changes from
+#: process to process (and stays put under ``PYTHONHASHSEED``).
+_SEED: int = cython.declare(cython.ulonglong, hash("haltwise: line hashes") & 0xFFFFFFFFFFFFFFFF)
+#: The odd multiplier of ``_mix``, and the two of ``_finished`` (MurmurHash3's finalizer).
+_MULTIPLIER: int = cython.declare(cython.ulonglong, 0x9E3779B97F4A7C15)
+_FINAL_1: int = cython.declare(cython.ulonglong, 0xFF51AFD7ED558CCD)
+_FINAL_2: int = cython.declare(cython.ulonglong, 0xC4CEB9FE1A85EC53)
 _LOW_64: int = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
 
 
-def masked_hash(line: str) -> int:
-    r"""A hash of ``line`` with each run of decimal digits as one ``#`` (FNV-1a over its code
-    points): two lines have the same one when ``re.sub(r"\d+", "#", line)`` makes them equal,
-    and rarely (one time in 2^64) otherwise; made without making the masked line."""
-    h = _FNV_OFFSET
-    run = False  # whether the character before is a digit
-    for c in line:
-        if _is_decimal(c):
-            if run:
-                continue
-            run = True
-            c = "#"
-        else:
-            run = False
-        h = ((h ^ ord(c)) * _FNV_PRIME) & _LOW_64  # compiled, a C integer wraps the same
-    return h
+if not cython.compiled:
+    # Compiled, ``_scan.pxd`` does the same in C: each stream's state is a ``Stream``, fed a
+    # word of eight ASCII characters at once where it can.
+
+    def _line_pair(line: str) -> tuple[int, int]:
+        """``line``'s two hashes (``line_hashes``)."""
+        exact = bytearray()
+        masked = bytearray()
+        run = False  # whether the character before is a decimal digit
+        for c in line:
+            code = ord(c)
+            encoded = bytes([code]) if code < 128 else bytes([0x80, *code.to_bytes(3, "little")])
+            exact += encoded
+            if _is_decimal(c):
+                if not run:
+                    masked.append(35)  # "#"
+                run = True
+            else:
+                run = False
+                masked += encoded
+        return _stream_hash(bytes(exact)), _stream_hash(bytes(masked))
+
+    def _stream_hash(stream: bytes) -> int:
+        """The hash of a stream of bytes: its words of eight (little-endian, the last padded
+        with zeros) mixed in turn, then its length, then the finalizer."""
+        h = _SEED
+        for start in range(0, len(stream), 8):
+            h = _mix(h, int.from_bytes(stream[start : start + 8], "little"))
+        return _finished(h ^ len(stream))
+
+    def _mix(h: int, word: int) -> int:
+        """The state ``h`` with eight more bytes of a stream (``word``) mixed in: for a given
+        ``word``, a bijection of the state (an odd multiplier, then a shift folded back)."""
+        h = ((h ^ word) * _MULTIPLIER) & _LOW_64
+        return h ^ (h >> 29)
+
+    def _finished(h: int) -> int:
+        """A stream's final state, its bits spread over the hash (a bijection), as a signed 64-bit
+        integer."""
+        h ^= h >> 33
+        h = (h * _FINAL_1) & _LOW_64
+        h ^= h >> 33
+        h = (h * _FINAL_2) & _LOW_64
+        h ^= h >> 33
+        return h - ((h >> 63) << 64)
 
 
 def volatile_argument(text: str) -> bool:
