@@ -22,8 +22,12 @@ from haltwise.engine.detectors import (
     stuck,
 )
 from haltwise.engine.detectors._keys import (
+    _ERROR_PHRASES,
+    _NOT_FOUND,
     _ONLY_ARGS,
+    HEAD_CHARS,
     MAX_LINE_CHARS,
+    TAIL_CHARS,
     ResultInfo,
     _analyze_result,
     _folded_lines,
@@ -146,6 +150,68 @@ def test_error_classes(content: str, flags: dict[str, object], expected: str | N
 def test_a_long_listing_mentioning_not_found_is_not_an_error() -> None:
     listing = "\n".join(f"test_case_{index}: expects 'not found' handling" for index in range(30))
     assert error_class(listing) is None
+
+
+def _error_class_by_definition(content: str, exit_code: int | None) -> str | None:
+    """``error_class`` as it was written before one scan found its words: the text lowered,
+    then searched for each word in turn."""
+    if exit_code == 0:
+        return None
+    head = content[:HEAD_CHARS]
+    tail = content[-TAIL_CHARS:] if len(content) > HEAD_CHARS else ""
+    lowered = (head + "\n" + tail).lower() if tail else head.lower()
+    found = None
+    if any(kind.lower() in lowered for kind in scan.KINDS):
+        found = _last_exception_name(tail or head)
+    if found is None:
+        found = next((name for needle, name in _ERROR_PHRASES if needle in lowered), None)
+    if found is None and len(head) <= 400 and head.count("\n") <= 3 and _NOT_FOUND.search(head):
+        found = "not found"
+    if found is None and exit_code is None:
+        return None
+    return ", ".join([found or "error", *([f"exit {exit_code}"] if exit_code else [])])
+
+
+#: What a result is made of near the words ``error_class`` looks for, in any case, and near the
+#: border between the head and the tail it reads of a long one.
+_ERROR_PARTS = st.sampled_from(
+    [
+        *("Error", "EXCEPTION", "exit", "Interrupt", "KeyError: x", "ValueError", "\n"),
+        *("Command Not Found", "no such file or directory", "Syntax error", "fatal:"),
+        *("Permission denied", "Traceback (most recent call last):", "not found", "FO", "für"),
+        *("is not recognized as an internal or external command", "İ", "K", "Ëxit", " ", "a"),
+        *("command not", " found", "x" * 4000),
+        # Each word but its last character, before another.
+        *("erro", "Exi", "fatal", "command not foun", "xxxxxxxx", "f"),
+    ]
+)
+
+
+@given(st.lists(_ERROR_PARTS, max_size=12).map("".join), st.sampled_from([None, 0, 1]))
+def test_the_error_class_is_found_as_by_its_definition(content: str, exit_code: int | None) -> None:
+    assert error_class(content, exit_code=exit_code) == _error_class_by_definition(
+        content, exit_code
+    )
+
+
+@given(st.lists(_ERROR_PARTS, max_size=8).map("".join))
+def test_needles_are_found_as_by_searching_the_lowered_text(text: str) -> None:
+    # Compiled, one scan finds them all, a pair of characters at a time; interpreted, the
+    # lowered text is searched for each (the definition itself).
+    if not scan.COMPILED:
+        pytest.skip("the pure build searches the lowered text: the definition itself")
+    words = ("error", "exit", "command not found", "fatal:", "fo", "not found", "x" * 9)
+    needles = scan.Needles(words)
+    for sample in (text, text + "é", text + "\u0130", "\xe5" + text):  # Latin-1, then wider
+        lowered = sample.lower()
+        expected = sum(1 << k for k, word in enumerate(words) if word in lowered)
+        assert needles.found(sample) == expected
+
+
+@pytest.mark.parametrize("words", [(), ("Error",), ("x",), ("ünïcode",), ("a",) * 17])
+def test_needles_take_lower_case_ascii_words(words: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError, match="lower-case ASCII words"):
+        scan.Needles(words)
 
 
 def test_an_output_seen_again_is_not_analysed_again() -> None:

@@ -381,6 +381,28 @@ _ERROR_PHRASES: Final = (
     ("traceback (most recent call last)", "traceback"),
     ("fatal:", "fatal"),
 )
+#: What ``error_class`` looks for in a result, in any case, in one scan (``_scan.Needles``): the
+#: words an exception's name ends with (where one is, the name is read), the phrases in their
+#: order, and "fo", which each phrase of ``_NOT_FOUND`` holds.
+_ERROR_WORDS = _scan.Needles(
+    (
+        *[kind.lower() for kind in _scan.KINDS],
+        *[needle for needle, _ in _ERROR_PHRASES],
+        "fo",
+    )
+)
+#: Their bits in ``_ERROR_WORDS.found``'s answer: the kinds', the phrases' (each with the class
+#: it names, in order), and "fo"'s.
+_KIND_WORDS: Final = (1 << len(_scan.KINDS)) - 1
+_PHRASE_BITS: Final = tuple(
+    [(1 << (len(_scan.KINDS) + index), name) for index, (_, name) in enumerate(_ERROR_PHRASES)]
+)
+_PHRASE_WORDS: Final = sum([bit for bit, _ in _PHRASE_BITS])
+#: Each phrase with its bit, for ``_error_words_searched``.
+_PHRASE_NEEDLES: Final = tuple(
+    [(needle, bit) for (needle, _), (bit, _) in zip(_ERROR_PHRASES, _PHRASE_BITS, strict=True)]
+)
+_FO: Final = 1 << (len(_scan.KINDS) + len(_ERROR_PHRASES))
 
 
 def _last_exception_name(text: str) -> str | None:
@@ -418,6 +440,23 @@ def normalize_output(text: str) -> str:
     return _mask_text(text).strip()
 
 
+def _error_words_searched(head: str, tail: str) -> int:
+    """What ``error_class`` reads of ``_ERROR_WORDS.found``'s answer, where no scan reads the
+    text (interpreted, or not ASCII): the text lowered, then searched for a kind's word, for
+    the phrases up to the first found, and for "fo"; each search a pass of its own."""
+    lowered = (head + "\n" + tail).lower() if tail else head.lower()
+    words = 0
+    if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
+        words = _KIND_WORDS
+    for needle, bit in _PHRASE_NEEDLES:
+        if needle in lowered:
+            words |= bit
+            break
+    if "fo" in lowered:
+        words |= _FO
+    return words
+
+
 def error_class(
     content: str, *, is_error: bool = False, exit_code: int | None = None
 ) -> str | None:
@@ -432,17 +471,21 @@ def error_class(
         return None
     head = content[:HEAD_CHARS]
     tail = content[-TAIL_CHARS:] if len(content) > HEAD_CHARS else ""
-    lowered = (head + "\n" + tail).lower() if tail else head.lower()
+    if _scannable(content) and content.isascii():
+        # Read apart: no word holds the line break that would join them.
+        words = _ERROR_WORDS.found(head) | (_ERROR_WORDS.found(tail) if tail else 0)
+    else:
+        words = _error_words_searched(head, tail)
     found = None
-    if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
+    if words & _KIND_WORDS:
         found = _last_exception_name(tail or head)
-    if found is None:
-        for needle, name in _ERROR_PHRASES:
-            if needle in lowered:
+    if found is None and words & _PHRASE_WORDS:
+        for bit, name in _PHRASE_BITS:
+            if words & bit:
                 found = name
                 break
     # Every phrase of ``_NOT_FOUND`` holds "found" or "for": a scan only when one may be there.
-    if found is None and "fo" in lowered and len(head) <= 400 and head.count("\n") <= 3:
+    if found is None and words & _FO and len(head) <= 400 and head.count("\n") <= 3:
         # A short answer that nothing was found: a search that failed, not news.
         match = _NOT_FOUND.search(head)
         if match:

@@ -4,6 +4,7 @@
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.string cimport memset
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
                               PyUnicode_FindChar, PyUnicode_FromKindAndData,
                               PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
@@ -244,6 +245,21 @@ cdef extern from *:
     """
     unsigned long long _word "haltwise_word"(const unsigned char* p) noexcept nogil
 
+cdef extern from *:
+    """
+    /* The index of the lowest bit set in bits (not 0). */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define haltwise_lowest_bit(bits) ((unsigned int)__builtin_ctz(bits))
+    #else
+    static inline unsigned int haltwise_lowest_bit(unsigned int bits) {
+        unsigned int k = 0;
+        while (!(bits & 1u)) { bits >>= 1; k++; }
+        return k;
+    }
+    #endif
+    """
+    unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned int bits) noexcept nogil
+
 cdef inline unsigned long long _mix(unsigned long long h, unsigned long long word) noexcept:
     h = (h ^ word) * _MULTIPLIER
     return h ^ (h >> 29)
@@ -349,3 +365,78 @@ cdef inline tuple _line_pair(str line):
         run = _feed_both(&exact, &masked, PyUnicode_READ(kind, data, i), run)
         i += 1
     return (_hashed(&exact), _hashed(&masked))
+
+
+# Needles (_scan.py): its words as bytes (``_bytes``, which ``_word`` points into) and their
+# lengths, and for each pair of ASCII characters (the first times 128 plus the second) the words
+# that start with it, in either case, one bit each.
+cdef class Needles:
+    cdef readonly tuple words
+    cdef tuple _bytes
+    cdef const unsigned char* _word[16]
+    cdef Py_ssize_t _size[16]
+    cdef unsigned short _pairs[16384]
+    cpdef int found(self, str text) except -1
+
+@cython.locals(word=str, found=int, bit=int)
+cdef int _found_lowered(tuple words, str lowered) except -1
+
+cdef inline unsigned char _lower(unsigned char c) noexcept:
+    return c | 0x20 if 65 <= c <= 90 else c
+
+cdef inline int _index(Needles needles) except -1:
+    cdef Py_ssize_t k
+    cdef bytes word
+    cdef unsigned char first, second
+    memset(needles._pairs, 0, sizeof(needles._pairs))
+    needles._bytes = tuple([text.encode("ascii") for text in needles.words])
+    for k in range(len(needles._bytes)):
+        word = needles._bytes[k]
+        needles._word[k] = word
+        needles._size[k] = len(word)
+        first = word[0]
+        second = word[1]
+        for a in (first, first ^ 0x20 if 97 <= first <= 122 else first):
+            for b in (second, second ^ 0x20 if 97 <= second <= 122 else second):
+                needles._pairs[(a << 7) | b] |= 1 << k
+    return 0
+
+# Whether ``word`` (``size`` lower-case bytes) stands at ``i`` of the text ``chars`` (``n``
+# bytes), in any case.
+cdef inline bint _stands(const unsigned char* chars, Py_ssize_t n, Py_ssize_t i,
+                         const unsigned char* word, Py_ssize_t size) noexcept:
+    cdef Py_ssize_t j
+    if i + size > n:
+        return False
+    for j in range(size):
+        if _lower(chars[i + j]) != word[j]:
+            return False
+    return True
+
+# A pair of characters is looked up by the low seven bits of each: a character past ASCII may
+# pick a word that it does not start, which ``_stands`` then rejects.
+cdef inline int _found(Needles needles, str text) except -1:
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
+    cdef const unsigned char* chars
+    cdef unsigned int found = 0, every, candidates, k, pair
+    if PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND:
+        return _found_lowered(needles.words, text.lower())
+    if n < 2:
+        return 0
+    every = (1u << len(needles.words)) - 1
+    chars = <const unsigned char*>PyUnicode_DATA(text)
+    pair = chars[0] & 0x7F
+    for i in range(n - 1):
+        pair = ((pair << 7) | (chars[i + 1] & 0x7F)) & 0x3FFF  # this character and the next
+        candidates = needles._pairs[pair]
+        if candidates == 0:
+            continue
+        candidates &= ~found
+        while candidates:
+            k = _lowest_bit(candidates)
+            candidates &= candidates - 1
+            if _stands(chars, n, i, needles._word[k], needles._size[k]):
+                found |= 1u << k
+        if found == every:
+            break
+    return <int>found

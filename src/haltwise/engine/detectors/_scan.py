@@ -45,6 +45,7 @@ __all__ = [
     "REMEMBERED_FROM",
     "SEEN_LINES",
     "SHORT",
+    "Needles",
     "exception_name",
     "folded",
     "folded_lines",
@@ -330,6 +331,55 @@ def volatile_argument(text: str) -> bool:
             return True
         i += 1
     return False
+
+
+class Needles:
+    """Words to look for in a text in any case, all in one scan of it: ``found(text)`` says
+    which occur, as ``sum(1 << k for k, word in enumerate(words) if word in text.lower())``.
+
+    Compiled, the scan reads a text of one byte per character (ASCII or Latin-1, where
+    ``str.lower`` lowers only ASCII letters to ASCII) once, two characters at a time: a table
+    says which words start with each pair of ASCII characters, in either case, and only those
+    are compared from there. A few pairs start a word (most text pairs none), so a character
+    costs a load and a test, where a substring search of the lowered text for each word costs
+    a pass of its own, and lowering it another. Any other text is lowered and searched.
+    Interpreted, it always is.
+    """
+
+    def __init__(self, words: tuple[str, ...]) -> None:
+        if not 0 < len(words) <= 16 or not all(
+            len(word) >= 2 and word.isascii() and word == word.lower() for word in words
+        ):
+            raise ValueError(f"1 to 16 lower-case ASCII words of 2 characters or more: {words!r}")
+        #: The words, in the order of their bits in ``found``'s answer.
+        self.words = words
+        _index(self)
+
+    def found(self, text: str) -> int:
+        """Which of the words ``text`` holds, in any case: bit ``k`` for ``words[k]``."""
+        return _found(self, text)
+
+
+def _found_lowered(words: tuple[str, ...], lowered: str) -> int:
+    """Which of ``words`` the lowered text ``lowered`` holds, one search each."""
+    found = 0
+    bit = 1
+    for word in words:
+        if word in lowered:
+            found |= bit
+        bit <<= 1
+    return found
+
+
+if not cython.compiled:
+    # Compiled, ``_scan.pxd`` keeps a table of the pairs each word starts with, and scans.
+
+    def _index(needles: Needles) -> None:
+        """Nothing to index: the words are searched for one by one."""
+
+    def _found(needles: Needles, text: str) -> int:
+        """Which of the words ``text`` holds: its lowered copy searched for each."""
+        return _found_lowered(needles.words, text.lower())
 
 
 #: The words an exception's name ends with (``_keys._EXCEPTION`` is made of them).
