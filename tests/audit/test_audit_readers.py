@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from haltwise import (
     Injected,
@@ -18,7 +21,7 @@ from haltwise import (
     TurnEnded,
     TurnStarting,
 )
-from haltwise.audit.readers import detect_format, find_files, read_paths
+from haltwise.audit.readers import _outputs, detect_format, find_files, read_paths
 from haltwise.audit.runs import USAGE_ESTIMATED, USAGE_NONE, USAGE_PER_STEP, ReadError, Run
 
 DATA = Path(__file__).parent / "data"
@@ -119,6 +122,24 @@ def test_mini_swe_agent_trajectories() -> None:
     assert results[0].exit_code == 0
     assert results[0].content == "setup.py\nsrc"
     assert results[1].exit_code == 1
+
+
+#: What a mini-swe-agent message is made of near its output tags.
+_MESSAGE_PARTS = st.sampled_from(
+    [
+        *("<output>", "</output>", "<output_head>", "</output_head>", "<output_tail>"),
+        *("</output_tail>", "<output", "</output", "<outputs>", "\n", "x", "<", ">", "_head>"),
+    ]
+)
+
+
+@given(st.lists(_MESSAGE_PARTS, max_size=16).map("".join))
+def test_a_commands_output_is_read_between_its_tags_as_a_regular_expression_reads_it(
+    message: str,
+) -> None:
+    # The definition: each tag, then what stands up to the first closing tag of its name.
+    definition = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)</\1>", re.DOTALL)
+    assert _outputs(message) == [text for _, text in definition.findall(message)]
 
 
 def test_tau_bench_results() -> None:

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -629,14 +629,44 @@ def _read_swe_agent(
 _MINI_FENCES = frozenset({"bash"})
 #: At most 10 digits: a longer number is no exit code (and ``int()`` refuses huge ones).
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,10})\s*</returncode>")
-_OUTPUT = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)</\1>", re.DOTALL)
+#: The tags a command's output stands between, opening and closing: the whole of it, or the head
+#: and the tail of a long one.
+_OUTPUT_TAGS: Final = tuple(
+    (f"<{name}>", f"</{name}>") for name in ("output", "output_head", "output_tail")
+)
 _ELIDED = re.compile(r"<elided_chars>\s*(\d+)\s*characters elided\s*</elided_chars>")
+
+
+def _outputs(message: str) -> list[str]:
+    """What stands between each output tag of ``message`` and the first closing tag of its name
+    after it (a line break right after the opening tag left out), from the start on and each
+    after the one before. With ``find``: a regular expression tries a lazy match at every
+    "<" of a long output. A closing tag that is not found after one opening tag is not looked
+    for again after a later one."""
+    parts: list[str] = []
+    missing: set[str] = set()
+    start = 0
+    while (at := message.find("<output", start)) >= 0:
+        start = at + 1
+        for opening, closing in _OUTPUT_TAGS:
+            if message.startswith(opening, at):
+                body = at + len(opening)
+                if message.startswith("\n", body):
+                    body += 1
+                end = -1 if closing in missing else message.find(closing, body)
+                if end < 0:
+                    missing.add(closing)
+                else:
+                    parts.append(message[body:end])
+                    start = end + len(closing)
+                break
+    return parts
 
 
 def _command_output(message: str) -> str:
     """What the command printed, from mini-swe-agent's ``<returncode>``/``<output>`` message
     (the head and tail of a long output, with the warning around them left out)."""
-    parts = [text for _, text in _OUTPUT.findall(message)]
+    parts = _outputs(message)
     if not parts:
         return message
     elided = _ELIDED.search(message)
