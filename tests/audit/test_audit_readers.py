@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -21,6 +23,7 @@ from haltwise import (
     TurnEnded,
     TurnStarting,
 )
+from haltwise.audit import readers
 from haltwise.audit.readers import _outputs, detect_format, find_files, read_paths
 from haltwise.audit.runs import USAGE_ESTIMATED, USAGE_NONE, USAGE_PER_STEP, ReadError, Run
 
@@ -276,6 +279,50 @@ def test_json_lists_are_read_item_by_item(tmp_path: Path) -> None:
     runs = _runs(path)
     assert len(runs) == 50
     assert runs[-1].meta.run_id == "task49-trial0"
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 3, 7, 64])
+def test_a_json_list_is_read_item_by_item_across_any_read_boundary(
+    ahead: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read a few characters ahead at a time: an item, a number above all, may go on past what
+    # was read, and must be read whole, at any boundary.
+    monkeypatch.setattr(readers, "_READ_AHEAD", ahead)
+    monkeypatch.setattr(readers, "_READ_ON", ahead + 3)
+    items = [{"a": [1, 2.5, "x y"]}, 12345678, "text, with ] and [", [], {}, -0.25e3, None, True]
+    path = tmp_path / "list.json"
+    path.write_text(" \n[ " + " ,\n\t".join(json.dumps(value) for value in items) + " ]\n ")
+    assert [value for _, value in readers._iter_json_list(path)] == items
+    path.write_text(json.dumps(items)[:-1] + ",")
+    with pytest.raises(readers._Malformed, match="not closed|bad JSON"):
+        list(readers._iter_json_list(path))
+    path.write_text('[{"a": 1}, {"b": ]')
+    with pytest.raises(readers._Malformed, match=r"item 1 \(character 17\)"):
+        list(readers._iter_json_list(path))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.lists(_JSON, max_size=6), st.integers(1, 40), st.sampled_from(["", " ", "\n\t "]))
+def test_any_json_list_reads_as_json_loads_reads_it(
+    items: list[Any], ahead: int, blank: str
+) -> None:
+    text = "[" + blank + f"{blank},{blank}".join(json.dumps(item) for item in items) + blank + "]"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "list.json"
+        path.write_text(text, encoding="utf-8")
+        saved = readers._READ_AHEAD, readers._READ_ON
+        readers._READ_AHEAD, readers._READ_ON = ahead, ahead + 1
+        try:
+            read = [value for _, value in readers._iter_json_list(path)]
+        finally:
+            readers._READ_AHEAD, readers._READ_ON = saved
+    assert read == json.loads(text)
 
 
 def test_what_python_json_reads_still_reads(tmp_path: Path) -> None:

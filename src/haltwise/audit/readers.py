@@ -1096,57 +1096,80 @@ def _chat_events(
     return events, usage_seen, last_tool, model
 
 
+#: What ``str.lstrip`` strips: the white space before an item of a JSON list, or after it.
+_BLANKS = re.compile(r"\s*")
+#: How much of a JSON list is read ahead (characters), and read on when an item goes past it.
+_READ_AHEAD = 1 << 20
+_READ_ON = 1 << 22
+
+
+def _after_blanks(text: str, at: int) -> int:
+    """Where the white space that ``text`` holds from ``at`` on ends."""
+    match = _BLANKS.match(text, at)
+    assert match is not None  # \s* matches everywhere
+    return match.end()
+
+
 def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
-    """The items of a JSON list in ``path``, decoded one at a time."""
+    """The items of a JSON list in ``path``, decoded one at a time where they stand in a buffer
+    of the next megabytes of the file: the text read is dropped from its front only when more
+    is read, so that each character is copied a bounded number of times however long the file.
+    """
     decoder = json.JSONDecoder()
     with path.open(encoding="utf-8") as stream:
         buffer = ""
+        at = 0  # where the buffer's text not yet decoded starts
         offset = 0  # characters dropped from the front of the buffer
         started = False
         item = 0
         eof = False
+
+        def read(size: int) -> None:
+            """Read on (``size`` characters at most), dropping what was decoded."""
+            nonlocal buffer, at, offset, eof
+            chunk = stream.read(size)
+            eof = not chunk
+            offset += at
+            buffer = buffer[at:] + chunk
+            at = 0
+
         while True:
-            if not eof and len(buffer) < 1 << 20:
-                chunk = stream.read(1 << 20)
-                eof = not chunk
-                buffer += chunk
-            stripped = buffer.lstrip()
-            offset += len(buffer) - len(stripped)
-            buffer = stripped
+            if not eof and len(buffer) - at < _READ_AHEAD:
+                read(_READ_AHEAD)
+            at = _after_blanks(buffer, at)
             if not started:
-                if not buffer:
+                if at == len(buffer):
                     if eof:
                         raise _Malformed("start", "expected a JSON list")
                     continue
-                if buffer[0] != "[":
+                if buffer[at] != "[":
                     raise _Malformed("start", "expected a JSON list")
-                buffer = buffer[1:]
-                offset += 1
+                at += 1
                 started = True
                 continue
-            if buffer.startswith("]"):
+            if buffer.startswith("]", at):
                 return
-            if buffer.startswith(","):
-                buffer = buffer[1:]
-                offset += 1
+            if buffer.startswith(",", at):
+                at += 1
                 continue
             try:
-                value, end = decoder.raw_decode(buffer)
+                value, end = decoder.raw_decode(buffer, at)
             except json.JSONDecodeError as error:
                 if not eof:
-                    chunk = stream.read(1 << 22)
-                    if chunk:
-                        buffer += chunk
-                        continue
-                    eof = True
+                    read(_READ_ON)  # then decoded again from its start
+                    continue
                 raise _Malformed(
                     f"item {item} (character {offset + error.pos})", f"bad JSON: {error.msg}"
                 ) from None
+            # A number cut where the text read ends ("12", "0.", "1e-") may go on in what is not
+            # read yet: read on, and decode it again from its start.
+            if not eof and (len(buffer) - end <= 2 or _after_blanks(buffer, end) == len(buffer)):
+                read(_READ_ON)
+                continue
             yield item, value
             item += 1
-            buffer = buffer[end:]
-            offset += end
-            if eof and not buffer.strip():
+            at = end
+            if eof and _after_blanks(buffer, at) == len(buffer):
                 raise _Malformed(f"item {item}", "the list is not closed")
 
 
