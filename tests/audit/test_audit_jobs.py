@@ -9,6 +9,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +126,25 @@ def test_a_worker_that_dies_is_a_one_line_error_naming_the_file(
     (line,) = err.splitlines()
     assert line.startswith("haltwise audit: a worker process died while auditing ")
     assert str(DATA) in line
+
+
+@forked_workers
+def test_a_pool_that_breaks_between_two_files_names_the_file_it_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A worker that dies while no file is in flight breaks the pool for the next one handed
+    # over: that one was never audited, and the error names it (not an internal error).
+    handed: list[Any] = []
+    submit = ProcessPoolExecutor.submit
+
+    def breaking(pool: ProcessPoolExecutor, *args: Any, **kwargs: Any) -> Any:
+        handed.append(args[1])
+        if len(handed) == 3:
+            raise BrokenProcessPool("a child process terminated abruptly")
+        return submit(pool, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", breaking)
+    status, _, err = _audit(capsys, *ALL, "--jobs", "2")
+    assert status == 1
+    (line,) = [line for line in err.splitlines() if "worker process died" in line]
+    assert line == f"haltwise audit: a worker process died while auditing {handed[2]}"

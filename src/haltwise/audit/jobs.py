@@ -164,10 +164,18 @@ def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> 
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(plan,))
     pending: deque[tuple[Path, Future[FileAudit]]] = deque()
     queued = iter(files)
+    unsent: list[Path] = []  # the file a broken pool refused, if any
 
     def submit() -> None:
+        if unsent:
+            return
         for path, corpus in queued:
-            pending.append((path, pool.submit(_audit_in_worker, path, corpus)))
+            try:
+                pending.append((path, pool.submit(_audit_in_worker, path, corpus)))
+            except BrokenProcessPool:
+                # A worker died: the file it was auditing, among those in flight, is named when
+                # its turn comes; if none was (it died between two), this one is.
+                unsent.append(path)
             return
 
     try:
@@ -181,5 +189,7 @@ def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> 
                 raise WorkerDied(path) from None
             submit()
             yield done
+        if unsent:
+            raise WorkerDied(unsent[0])
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
