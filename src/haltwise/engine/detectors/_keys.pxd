@@ -103,9 +103,7 @@ cpdef object _last_exception_name(object text)
 cdef _scan.Needles _ERROR_WORDS
 cdef int _KIND_WORDS, _PHRASE_WORDS, _FO
 cdef tuple _PHRASE_BITS, _PHRASE_NEEDLES
-@cython.locals(lowered=str, words=int, needle=str, bit=int)
-cdef int _error_words_searched(str head, str tail) except -1
-@cython.locals(head=str, tail=str, words=int, bit=int)
+@cython.locals(head=str, tail=str, lowered=str, words=int, needle=str, bit=int)
 cpdef object error_class(object content, bint is_error=*, object exit_code=*)
 
 # The analysis's own steps, called in C from one another (each is also a Python function).

@@ -398,7 +398,7 @@ _PHRASE_BITS: Final = tuple(
     [(1 << (len(_scan.KINDS) + index), name) for index, (_, name) in enumerate(_ERROR_PHRASES)]
 )
 _PHRASE_WORDS: Final = sum([bit for bit, _ in _PHRASE_BITS])
-#: Each phrase with its bit, for ``_error_words_searched``.
+#: Each phrase with its bit, for a search of a lowered text.
 _PHRASE_NEEDLES: Final = tuple(
     [(needle, bit) for (needle, _), (bit, _) in zip(_ERROR_PHRASES, _PHRASE_BITS, strict=True)]
 )
@@ -440,23 +440,6 @@ def normalize_output(text: str) -> str:
     return _mask_text(text).strip()
 
 
-def _error_words_searched(head: str, tail: str) -> int:
-    """What ``error_class`` reads of ``_ERROR_WORDS.found``'s answer, where no scan reads the
-    text (interpreted, or not ASCII): the text lowered, then searched for a kind's word, for
-    the phrases up to the first found, and for "fo"; each search a pass of its own."""
-    lowered = (head + "\n" + tail).lower() if tail else head.lower()
-    words = 0
-    if "error" in lowered or "exception" in lowered or "exit" in lowered or "interrupt" in lowered:
-        words = _KIND_WORDS
-    for needle, bit in _PHRASE_NEEDLES:
-        if needle in lowered:
-            words |= bit
-            break
-    if "fo" in lowered:
-        words |= _FO
-    return words
-
-
 def error_class(
     content: str, *, is_error: bool = False, exit_code: int | None = None
 ) -> str | None:
@@ -475,7 +458,23 @@ def error_class(
         # Read apart: no word holds the line break that would join them.
         words = _ERROR_WORDS.found(head) | (_ERROR_WORDS.found(tail) if tail else 0)
     else:
-        words = _error_words_searched(head, tail)
+        # Interpreted, or not ASCII: lowered, then searched for what is read of the answer
+        # below (a kind's word, the first phrase, "fo"), each search a pass of its own.
+        lowered = (head + "\n" + tail).lower() if tail else head.lower()
+        words = 0
+        if (
+            "error" in lowered
+            or "exception" in lowered
+            or "exit" in lowered
+            or "interrupt" in lowered
+        ):
+            words = _KIND_WORDS
+        for needle, bit in _PHRASE_NEEDLES:
+            if needle in lowered:
+                words |= bit
+                break
+        if "fo" in lowered:
+            words |= _FO
     found = None
     if words & _KIND_WORDS:
         found = _last_exception_name(tail or head)
