@@ -237,11 +237,13 @@ _LINE_PARTS = st.sampled_from(
     [
         *" \t\n\x0b\x0c\x1c\x1f\x85\xa0\u3000\u2028:|│#x09٣²😀",
         *("12", "  7 |", "3\t", "42:", "\t\t9 │", "08 x", "word", "a b", "a  b", " ", "\x00"),
+        # Runs of eight characters and more, which the compiled fold copies eight at a time.
+        *("abcdefghij", "x" * 9, "path/to-file_1.py:", "0123456789", "long\x01word", "é" * 9),
     ]
 )
 
 
-@given(st.lists(_LINE_PARTS, max_size=60).map("".join), st.sampled_from([4, MAX_LINE_CHARS]))
+@given(st.lists(_LINE_PARTS, max_size=60).map("".join), st.sampled_from([4, 9, MAX_LINE_CHARS]))
 def test_the_lines_scan_folds_lines_as_split_and_join_do(text: str, most: int) -> None:
     # The compiled build reads a result's lines with one scan: each line's number dropped and
     # its white space folded as a regular expression and str.split() do. Both builds run it.

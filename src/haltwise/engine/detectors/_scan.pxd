@@ -4,13 +4,50 @@
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
                               PyUnicode_FindChar, PyUnicode_FromKindAndData,
                               PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
                               Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE)
 
 ctypedef Py_ssize_t Index
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* Eight bytes from p as a little-endian word, wherever p points. */
+    static inline unsigned long long haltwise_word(const unsigned char* p) {
+        unsigned long long word;
+        memcpy(&word, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        word = __builtin_bswap64(word);
+    #endif
+        return word;
+    }
+    """
+    unsigned long long _word "haltwise_word"(const unsigned char* p) noexcept nogil
+
+cdef extern from *:
+    """
+    /* The index of the lowest bit set in bits (not 0), of 32 bits and of 64. */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define haltwise_lowest_bit(bits) ((unsigned int)__builtin_ctz(bits))
+    #define haltwise_lowest_bit64(bits) ((unsigned int)__builtin_ctzll(bits))
+    #else
+    static inline unsigned int haltwise_lowest_bit(unsigned int bits) {
+        unsigned int k = 0;
+        while (!(bits & 1u)) { bits >>= 1; k++; }
+        return k;
+    }
+    static inline unsigned int haltwise_lowest_bit64(unsigned long long bits) {
+        unsigned int k = 0;
+        while (!(bits & 1u)) { bits >>= 1; k++; }
+        return k;
+    }
+    #endif
+    """
+    unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned int bits) noexcept nogil
+    unsigned int _lowest_bit64 "haltwise_lowest_bit64"(unsigned long long bits) noexcept nogil
 
 # _scan.py's table of the characters that start a branch, read as a C array (_STARTS holds it).
 cdef const unsigned char* _starts
@@ -103,6 +140,44 @@ cdef inline Index _fold_in(const Char* text, Index start, Index end, Char* out,
         length += 1
     return length
 
+# ``_fold_in`` for a text of one byte per character, which copies a run of eight ASCII characters
+# that are not white space (none at or below 0x20, the highest of ASCII's) at once: a word
+# finds the first byte that is white space, a control or past ASCII, and that one is read
+# alone. It writes past ``size`` (eight bytes at most: ``out`` has room), and says how many of
+# those it wrote are kept.
+cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end,
+                              unsigned char* out, Index size) noexcept:
+    cdef Index length = 0, run
+    cdef bint spaced = False
+    cdef unsigned long long word, special
+    cdef unsigned char c
+    while start < end and length < size:
+        c = text[start]
+        if Py_UNICODE_ISSPACE(c):
+            spaced = length > 0
+            start += 1
+            continue
+        if spaced:
+            out[length] = 32
+            length += 1
+            spaced = False
+            if length >= size:
+                break
+        while start + 8 <= end and length < size:
+            word = _word(text + start)
+            special = ((word - 0x2121212121212121ULL) | word) & 0x8080808080808080ULL
+            run = 8 if special == 0 else <Index>(_lowest_bit64(special) >> 3)
+            memcpy(out + length, text + start, 8)
+            start += run
+            length += run
+            if run < 8:
+                break
+        if start < end and length < size and not Py_UNICODE_ISSPACE(text[start]):
+            out[length] = text[start]
+            length += 1
+            start += 1
+    return min(length, size)
+
 # The characters of ``text`` from ``start`` to ``end`` with their white space folded as
 # ``" ".join(...split())`` folds it (``Py_UNICODE_ISSPACE`` is what ``str.split`` splits at), cut
 # to ``most`` characters: written once into a buffer of the text's kind, and made a str from it.
@@ -114,14 +189,14 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
     # A line (at most 240 characters, ``_keys.MAX_LINE_CHARS``) is written on the stack.
     cdef char line[1024]
     cdef void* data = line
-    if size * text.kind > 1024:
-        data = PyMem_Malloc(size * text.kind)
+    if size * text.kind + 8 > 1024:  # eight bytes over for ``_fold_bytes``
+        data = PyMem_Malloc(size * text.kind + 8)
         if data == NULL:
             raise MemoryError()
     try:
         # Read and written as the kind lays them out, with no switch on the kind for each.
         if text.kind == PyUnicode_1BYTE_KIND:
-            length = _fold_in(<unsigned char*>text.data, start, end, <unsigned char*>data, size)
+            length = _fold_bytes(<unsigned char*>text.data, start, end, <unsigned char*>data, size)
         elif text.kind == PyUnicode_2BYTE_KIND:
             length = _fold_in(<unsigned short*>text.data, start, end, <unsigned short*>data, size)
         else:
@@ -229,36 +304,6 @@ cdef struct Stream:
     unsigned long long pending
     int count
     Py_ssize_t size
-
-cdef extern from *:
-    """
-    #include <string.h>
-    /* Eight bytes from p as a little-endian word, wherever p points. */
-    static inline unsigned long long haltwise_word(const unsigned char* p) {
-        unsigned long long word;
-        memcpy(&word, p, 8);
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        word = __builtin_bswap64(word);
-    #endif
-        return word;
-    }
-    """
-    unsigned long long _word "haltwise_word"(const unsigned char* p) noexcept nogil
-
-cdef extern from *:
-    """
-    /* The index of the lowest bit set in bits (not 0). */
-    #if defined(__GNUC__) || defined(__clang__)
-    #define haltwise_lowest_bit(bits) ((unsigned int)__builtin_ctz(bits))
-    #else
-    static inline unsigned int haltwise_lowest_bit(unsigned int bits) {
-        unsigned int k = 0;
-        while (!(bits & 1u)) { bits >>= 1; k++; }
-        return k;
-    }
-    #endif
-    """
-    unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned int bits) noexcept nogil
 
 cdef inline unsigned long long _mix(unsigned long long h, unsigned long long word) noexcept:
     h = (h ^ word) * _MULTIPLIER
