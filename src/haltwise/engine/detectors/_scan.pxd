@@ -89,6 +89,11 @@ cdef inline Index _line_end(str text, Index begin, Index n) except -2:
     cdef Index end = PyUnicode_FindChar(text, 10, begin, n, 1)
     return n if end < 0 else end
 
+# Where the line of ``text`` that ends at ``end`` starts: after the line break before it, or 0.
+cdef inline Index _line_start(str text, Index end) except -2:
+    cdef Index before = PyUnicode_FindChar(text, 10, 0, end, -1)
+    return 0 if before < 0 else before + 1
+
 # Whether ``line`` holds an ASCII digit: a line of one byte per character read as bytes.
 cdef inline bint _has_digit(str line) noexcept:
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)

@@ -396,9 +396,7 @@ def exception_name(text: str) -> str | None:
     chars = _view(text)
     end = len(text)
     while end >= 0:
-        start = end
-        while start > 0 and _char(chars, start - 1) != "\n":
-            start -= 1
+        start = _line_start(text, end)
         run = start
         dot = -1
         while run < end:
@@ -636,6 +634,11 @@ if not cython.compiled:
         ``n``."""
         end = text.find("\n", begin)
         return n if end < 0 else end
+
+    def _line_start(text: str, end: int) -> int:
+        """Where the line of ``text`` that ends at ``end`` starts: after the line break before
+        it, or 0."""
+        return text.rfind("\n", 0, end) + 1
 
     def _fold(text: str, start: int, end: int, most: int) -> str:
         """``text[start:end]`` of what ``_view`` gave, with its white space folded, cut to
