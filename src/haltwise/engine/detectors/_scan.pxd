@@ -296,7 +296,7 @@ cdef Index _numbered(Text text, Index n, Index i) except -2
 cdef Index _temp_name(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
 cdef Index _shell_line(Text text, Index n, Index i) except -2
-@cython.locals(start=Index, end=Index)
+@cython.locals(start=Index, end=Index, second=Py_UCS4)
 cdef Index _temp_path(Text text, Index n, Index i) except -2
 @cython.locals(end=Index)
 cdef Index _rule(Text text, Index n, Index i) except -2

@@ -124,9 +124,10 @@ def spans(text: str, rules: bool) -> list[int]:
             if _next(chars, n, i) == "o":
                 end = _port(chars, n, i, "localhost:")
         elif c == "[":
-            end = _port(chars, n, i, "[::1]:")
-            if end < 0:
-                end = _port(chars, n, i, "[::]:")
+            if _next(chars, n, i) == ":":
+                end = _port(chars, n, i, "[::1]:")
+                if end < 0:
+                    end = _port(chars, n, i, "[::]:")
         elif c == "s":
             if _next(chars, n, i) == "h":
                 end = _shell_line(chars, n, i)
@@ -1022,13 +1023,14 @@ def _shell_line(text: str, n: int, i: int) -> int:
 def _temp_path(text: str, n: int, i: int) -> int:
     """A temporary file's path: under ``/tmp/``, ``/var/tmp/``, ``/var/folders/`` (up to a
     space, a quote or a separator), or ``/private/var/folders/`` (up to a space)."""
-    if _at(text, n, i, "/tmp/"):
+    second = _next(text, n, i)  # each path is compared only where its second character stands
+    if second == "t" and _at(text, n, i, "/tmp/"):
         start = i + 5
-    elif _at(text, n, i, "/var/tmp/"):
+    elif second == "v" and _at(text, n, i, "/var/tmp/"):
         start = i + 9
-    elif _at(text, n, i, "/var/folders/"):
+    elif second == "v" and _at(text, n, i, "/var/folders/"):
         start = i + 13
-    elif _at(text, n, i, "/private/var/folders/"):
+    elif second == "p" and _at(text, n, i, "/private/var/folders/"):
         start = end = i + 21
         while end < n and not _is_space(_char(text, end)):
             end += 1
