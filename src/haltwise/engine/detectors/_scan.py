@@ -238,10 +238,11 @@ def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
     Each hashes a stream of bytes: the line's code points (one byte each below 128; else 0x80
     and three bytes of the code point), the second with each run of decimal digits as one
     ``#``. The stream is read eight bytes at a time (``_mix``); compiled, eight ASCII
-    characters without a digit go into both hashes as one word, read straight from the str. A
-    word mixed in is a bijection of the state, so two lines that differ in one word of their
-    streams never share a hash. The hashes start from ``_SEED``, which changes from process to
-    process as ``hash``'s strings do. Each is signed, a Python int that fits a C ``long long``."""
+    characters read straight from the str go into the first hash as one word, and into the
+    second too when none is a digit. A word mixed in is a bijection of the state, so two lines
+    whose streams differ in one word never share a hash. The hashes start from ``_SEED``,
+    which changes from process to process as ``hash``'s strings do. Each is signed, a Python
+    int that fits a C ``long long``."""
     return tuple([_line_pair(line) for line in lines])
 
 
