@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 from hypothesis import given
@@ -22,6 +23,7 @@ from haltwise import (
 )
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
+from haltwise.engine.detectors._scan import COMPILED
 from haltwise.engine.detectors._text import (
     _chant,
     _chunk_starts,
@@ -241,6 +243,33 @@ def test_a_text_in_which_no_word_comes_back_is_not_searched_and_holds_no_chant(
     if not _may_chant(text, chunk, repeats):
         assert found is None
     assert _find(text, chunk, repeats, max_gap) == found
+
+
+#: What a model's text is made of near the words the compiled pre-filter reads eight bytes at a
+#: time: words of eight characters and more, quote marks, Latin-1 white space and letters,
+#: controls, and wider characters (read one at a time).
+_WORDS = st.sampled_from(
+    [
+        *("the ", "fix ", "abcdefgh", "abcdefghijk ", "x" * 9, ">", "> ", ">>quoted ", " "),
+        *("\n", "\t", "\x85", "\xa0", "\x01", "é", "ÿÿÿÿÿÿÿÿ ", "\x1f", "日本 ", "word\x0b"),
+    ]
+)
+
+
+@given(st.lists(_WORDS, max_size=40).map("".join), st.integers(3, 30), st.integers(1, 6))
+def test_the_compiled_pre_filter_finds_what_counting_the_words_finds(
+    text: str, chunk: int, repeats: int
+) -> None:
+    # Its definition: a word (white space apart, its leading ">" aside) a chunk long or more, or
+    # one that comes back ``repeats`` times. Compiled, words are counted by their hashes.
+    if not COMPILED:
+        pytest.skip("the pure build counts the words: the definition itself")
+    words = text.split()
+    expected = bool(words) and (
+        max(map(len, words)) >= chunk
+        or max(Counter(word.lstrip(">") for word in words).values()) >= repeats
+    )
+    assert _may_chant(text, chunk, repeats) == expected
 
 
 @pytest.mark.parametrize(

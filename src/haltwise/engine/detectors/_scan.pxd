@@ -49,6 +49,17 @@ cdef extern from *:
     unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned int bits) noexcept nogil
     unsigned int _lowest_bit64 "haltwise_lowest_bit64"(unsigned long long bits) noexcept nogil
 
+# The high bit of each byte of ``word`` that may be white space: at or below 0x20 (ASCII's white
+# space is) or past ASCII; and now and then of a byte just above one of those (a borrow), never
+# of one below the first.
+cdef inline unsigned long long _maybe_blank(unsigned long long word) noexcept:
+    return ((word - 0x2121212121212121ULL) | word) & 0x8080808080808080ULL
+
+# How many bytes' high bits ``flagged`` (high bits only) holds: each made the low bit of its
+# byte, then all the bytes summed into the highest by one multiplication.
+cdef inline Py_ssize_t _flagged_count(unsigned long long flagged) noexcept:
+    return <Py_ssize_t>(((flagged >> 7) * 0x0101010101010101ULL) >> 56)
+
 # _scan.py's table of the characters that start a branch, read as a C array (_STARTS holds it).
 cdef const unsigned char* _starts
 
@@ -170,7 +181,7 @@ cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end,
                 break
         while start + 8 <= end and length < size:
             word = _word(text + start)
-            special = ((word - 0x2121212121212121ULL) | word) & 0x8080808080808080ULL
+            special = _maybe_blank(word)
             run = 8 if special == 0 else <Index>(_lowest_bit64(special) >> 3)
             memcpy(out + length, text + start, 8)
             start += run

@@ -10,7 +10,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ, Py_UNICODE_ISSPACE
 from libc.stdlib cimport calloc, free
 
-from haltwise.engine.detectors._scan cimport Char
+from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit64, _maybe_blank,
+                                              _word)
 
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
 cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repeats,
@@ -100,10 +101,78 @@ cdef inline bint _repeated_word(str text, Py_ssize_t chunk, Py_ssize_t repeats) 
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
     if kind == 1:
-        return _repeated_in(<const unsigned char*>data, len(text), chunk, repeats)
+        return _repeated_bytes(<const unsigned char*>data, len(text), chunk, repeats)
     if kind == 2:
         return _repeated_in(<const unsigned short*>data, len(text), chunk, repeats)
     return _repeated_in(<const unsigned int*>data, len(text), chunk, repeats)
+
+# A word's bytes (from ``start`` to ``end``) hashed eight at a time, the last ones padded with
+# zeros, then its length: each step a bijection of the state for what it mixes in.
+cdef inline unsigned long long _bytes_hash(const unsigned char* text, Py_ssize_t start,
+                                           Py_ssize_t end) noexcept:
+    cdef unsigned long long h = 0x9E3779B97F4A7C15ULL
+    cdef unsigned long long tail = 0
+    cdef Py_ssize_t i = start, k
+    while i + 8 <= end:
+        h = (h ^ _word(text + i)) * 0x9E3779B97F4A7C15ULL
+        h ^= h >> 29
+        i += 8
+    for k in range(end - i):
+        tail |= (<unsigned long long>text[i + k]) << (8 * k)
+    h = (h ^ tail) * 0x9E3779B97F4A7C15ULL
+    h ^= h >> 29
+    h = (h ^ <unsigned long long>(end - start)) * 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 29)
+
+# ``_repeated_in`` for a text of one byte per character, eight bytes at a time where they can be
+# read so. The table is sized from the bytes that may be white space (one more word than there
+# are of them, at most), counted a word at a time, rather than from the words; a word's end is
+# found by a word that flags such bytes, each then asked alone; its hash reads it eight bytes at
+# a time.
+cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssize_t chunk,
+                                 Py_ssize_t repeats) except -1:
+    cdef Py_ssize_t blanks = 0, size = 16, i = 0, start, hashed, row, mask
+    cdef unsigned long long word, flagged
+    while i + 8 <= n:
+        blanks += _flagged_count(_maybe_blank(_word(text + i)))
+        i += 8
+    while i < n:
+        blanks += text[i] <= 0x20 or text[i] >= 0x80
+        i += 1
+    while size < 2 * (blanks + 1):
+        size *= 2
+    mask = size - 1
+    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    if table == NULL:
+        raise MemoryError()
+    try:
+        i = 0
+        while i < n:
+            if Py_UNICODE_ISSPACE(text[i]):
+                i += 1
+                continue
+            start = i
+            while i < n and text[i] == 62:  # ">": a quote's marks are no part of the word
+                i += 1
+            hashed = i
+            while i < n:
+                if i + 8 <= n:
+                    flagged = _maybe_blank(_word(text + i))
+                    if flagged == 0:
+                        i += 8
+                        continue
+                    i += _lowest_bit64(flagged) >> 3
+                if Py_UNICODE_ISSPACE(text[i]):
+                    break
+                i += 1
+            if i - start >= chunk or repeats <= 1:
+                return True
+            row = _counted(table, mask, _bytes_hash(text, hashed, i))
+            if <Py_ssize_t>table[2 * row + 1] >= repeats:
+                return True
+        return False
+    finally:
+        free(table)
 
 cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
                               Py_ssize_t repeats) except -1:
