@@ -33,6 +33,16 @@ cdef inline Py_ssize_t _counted(unsigned long long* table, Py_ssize_t mask,
     table[2 * row + 1] += 1
     return row
 
+# A zeroed table for ``entries`` hashes at most (rows of a hash and a count, a power of two of
+# them and at least twice the entries), or NULL when there is no memory for it; ``mask`` is set
+# to its rows less one.
+cdef inline unsigned long long* _new_table(Py_ssize_t entries, Py_ssize_t* mask) noexcept:
+    cdef Py_ssize_t size = 16
+    while size < 2 * entries:
+        size *= 2
+    mask[0] = size - 1
+    return <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+
 # ``_text._word_starts`` in C: each word's start and row, and the table's rows (a hash and a
 # count), in memory of its own rather than in arrays made per segment.
 cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats):
@@ -40,7 +50,6 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
     cdef int kind = PyUnicode_KIND(segment)
     cdef void* data = PyUnicode_DATA(segment)
     cdef Py_ssize_t count = 1
-    cdef Py_ssize_t size = 16
     cdef Py_ssize_t index, row, mask, seen, limit
     cdef Py_ssize_t start = 0
     cdef Py_ssize_t word = 0
@@ -54,11 +63,8 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
     for index in range(n):
         if PyUnicode_READ(kind, data, index) == 32:
             count += 1
-    while size < 2 * count:
-        size *= 2
-    mask = size - 1
     cdef Py_ssize_t* words = <Py_ssize_t*>PyMem_Malloc(2 * count * sizeof(Py_ssize_t))
-    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    cdef unsigned long long* table = _new_table(count, &mask)
     try:
         if words == NULL or table == NULL:
             raise MemoryError()
@@ -131,18 +137,15 @@ cdef inline unsigned long long _bytes_hash(const unsigned char* text, Py_ssize_t
 # a time.
 cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssize_t chunk,
                                  Py_ssize_t repeats) except -1:
-    cdef Py_ssize_t blanks = 0, size = 16, i = 0, start, hashed, row, mask
-    cdef unsigned long long word, flagged
+    cdef Py_ssize_t blanks = 0, i = 0, start, hashed, row, mask
+    cdef unsigned long long flagged
     while i + 8 <= n:
         blanks += _flagged_count(_maybe_blank(_word(text + i)))
         i += 8
     while i < n:
         blanks += text[i] <= 0x20 or text[i] >= 0x80
         i += 1
-    while size < 2 * (blanks + 1):
-        size *= 2
-    mask = size - 1
-    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    cdef unsigned long long* table = _new_table(blanks + 1, &mask)
     if table == NULL:
         raise MemoryError()
     try:
@@ -177,7 +180,6 @@ cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssi
 cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
                               Py_ssize_t repeats) except -1:
     cdef Py_ssize_t words = 0
-    cdef Py_ssize_t size = 16
     cdef Py_ssize_t index, row, mask, length
     cdef bint inside = False
     cdef bint leading = False
@@ -195,10 +197,7 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
         return False
     if repeats <= 1:
         return True
-    while size < 2 * words:
-        size *= 2
-    mask = size - 1
-    cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+    cdef unsigned long long* table = _new_table(words, &mask)
     if table == NULL:
         raise MemoryError()
     try:
