@@ -102,7 +102,7 @@ cpdef str _masked(object string, Py_ssize_t start, Py_ssize_t end)
 cpdef object _last_exception_name(object text)
 cdef _scan.Needles _ERROR_WORDS
 cdef int _KIND_WORDS, _PHRASE_WORDS, _FO
-cdef tuple _PHRASE_BITS, _PHRASE_NEEDLES
+cdef tuple _PHRASES
 @cython.locals(head=str, tail=str, lowered=str, words=int, needle=str, bit=int)
 cpdef object error_class(object content, bint is_error=*, object exit_code=*)
 

@@ -391,17 +391,16 @@ _ERROR_WORDS = _scan.Needles(
         "fo",
     )
 )
-#: Their bits in ``_ERROR_WORDS.found``'s answer: the kinds', the phrases' (each with the class
-#: it names, in order), and "fo"'s.
+#: Their bits in ``_ERROR_WORDS.found``'s answer: the kinds', the phrases' (each phrase with its
+#: bit and the class it names, in order), and "fo"'s.
 _KIND_WORDS: Final = (1 << len(_scan.KINDS)) - 1
-_PHRASE_BITS: Final = tuple(
-    [(1 << (len(_scan.KINDS) + index), name) for index, (_, name) in enumerate(_ERROR_PHRASES)]
+_PHRASES: Final = tuple(
+    [
+        (needle, 1 << (len(_scan.KINDS) + index), name)
+        for index, (needle, name) in enumerate(_ERROR_PHRASES)
+    ]
 )
-_PHRASE_WORDS: Final = sum([bit for bit, _ in _PHRASE_BITS])
-#: Each phrase with its bit, for a search of a lowered text.
-_PHRASE_NEEDLES: Final = tuple(
-    [(needle, bit) for (needle, _), (bit, _) in zip(_ERROR_PHRASES, _PHRASE_BITS, strict=True)]
-)
+_PHRASE_WORDS: Final = sum([bit for _, bit, _ in _PHRASES])
 _FO: Final = 1 << (len(_scan.KINDS) + len(_ERROR_PHRASES))
 
 
@@ -469,7 +468,7 @@ def error_class(
             or "interrupt" in lowered
         ):
             words = _KIND_WORDS
-        for needle, bit in _PHRASE_NEEDLES:
+        for needle, bit, _ in _PHRASES:
             if needle in lowered:
                 words |= bit
                 break
@@ -479,7 +478,7 @@ def error_class(
     if words & _KIND_WORDS:
         found = _last_exception_name(tail or head)
     if found is None and words & _PHRASE_WORDS:
-        for bit, name in _PHRASE_BITS:
+        for _, bit, name in _PHRASES:
             if words & bit:
                 found = name
                 break

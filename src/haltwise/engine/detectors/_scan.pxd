@@ -29,25 +29,18 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* The index of the lowest bit set in bits (not 0), of 32 bits and of 64. */
+    /* The index of the lowest bit set in bits (not 0). */
     #if defined(__GNUC__) || defined(__clang__)
-    #define haltwise_lowest_bit(bits) ((unsigned int)__builtin_ctz(bits))
-    #define haltwise_lowest_bit64(bits) ((unsigned int)__builtin_ctzll(bits))
+    #define haltwise_lowest_bit(bits) ((unsigned int)__builtin_ctzll(bits))
     #else
-    static inline unsigned int haltwise_lowest_bit(unsigned int bits) {
-        unsigned int k = 0;
-        while (!(bits & 1u)) { bits >>= 1; k++; }
-        return k;
-    }
-    static inline unsigned int haltwise_lowest_bit64(unsigned long long bits) {
+    static inline unsigned int haltwise_lowest_bit(unsigned long long bits) {
         unsigned int k = 0;
         while (!(bits & 1u)) { bits >>= 1; k++; }
         return k;
     }
     #endif
     """
-    unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned int bits) noexcept nogil
-    unsigned int _lowest_bit64 "haltwise_lowest_bit64"(unsigned long long bits) noexcept nogil
+    unsigned int _lowest_bit "haltwise_lowest_bit"(unsigned long long bits) noexcept nogil
 
 # The high bit of each byte of ``word`` that may be white space: at or below 0x20 (ASCII's white
 # space is) or past ASCII; and now and then of a byte just above one of those (a borrow), never
@@ -182,7 +175,7 @@ cdef inline Index _fold_bytes(const unsigned char* text, Index start, Index end,
         while start + 8 <= end and length < size:
             word = _word(text + start)
             special = _maybe_blank(word)
-            run = 8 if special == 0 else <Index>(_lowest_bit64(special) >> 3)
+            run = 8 if special == 0 else <Index>(_lowest_bit(special) >> 3)
             memcpy(out + length, text + start, 8)
             start += run
             length += run

@@ -10,8 +10,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ, Py_UNICODE_ISSPACE
 from libc.stdlib cimport calloc, free
 
-from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit64, _maybe_blank,
-                                              _word)
+from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit, _maybe_blank,
+                                              _mix, _word)
 
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
 cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repeats,
@@ -116,19 +116,15 @@ cdef inline bint _repeated_word(str text, Py_ssize_t chunk, Py_ssize_t repeats) 
 # zeros, then its length: each step a bijection of the state for what it mixes in.
 cdef inline unsigned long long _bytes_hash(const unsigned char* text, Py_ssize_t start,
                                            Py_ssize_t end) noexcept:
-    cdef unsigned long long h = 0x9E3779B97F4A7C15ULL
+    cdef unsigned long long h = 0
     cdef unsigned long long tail = 0
     cdef Py_ssize_t i = start, k
     while i + 8 <= end:
-        h = (h ^ _word(text + i)) * 0x9E3779B97F4A7C15ULL
-        h ^= h >> 29
+        h = _mix(h, _word(text + i))
         i += 8
     for k in range(end - i):
         tail |= (<unsigned long long>text[i + k]) << (8 * k)
-    h = (h ^ tail) * 0x9E3779B97F4A7C15ULL
-    h ^= h >> 29
-    h = (h ^ <unsigned long long>(end - start)) * 0x9E3779B97F4A7C15ULL
-    return h ^ (h >> 29)
+    return _mix(_mix(h, tail), <unsigned long long>(end - start))
 
 # ``_repeated_in`` for a text of one byte per character, eight bytes at a time where they can be
 # read so. The table is sized from the bytes that may be white space (one more word than there
@@ -164,7 +160,7 @@ cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssi
                     if flagged == 0:
                         i += 8
                         continue
-                    i += _lowest_bit64(flagged) >> 3
+                    i += _lowest_bit(flagged) >> 3
                 if Py_UNICODE_ISSPACE(text[i]):
                     break
                 i += 1
