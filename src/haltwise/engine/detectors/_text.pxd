@@ -141,7 +141,8 @@ cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssi
     while i < n:
         blanks += text[i] <= 0x20 or text[i] >= 0x80
         i += 1
-    cdef unsigned long long* table = _new_table(blanks + 1, &mask)
+    # No more words than one in two characters, whatever the blanks.
+    cdef unsigned long long* table = _new_table(min(blanks, n // 2) + 1, &mask)
     if table == NULL:
         raise MemoryError()
     try:
