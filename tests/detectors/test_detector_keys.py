@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from haltwise.engine.detectors._keys import (
     HEAD_CHARS,
     MAX_LINE_CHARS,
     TAIL_CHARS,
+    LineHashes,
     ResultInfo,
     _analyze_result,
     _folded_lines,
@@ -262,7 +264,7 @@ def _assert_hashes_tell_lines_apart(lines: list[str]) -> None:
     # Two hashes of each line: one that two lines share exactly when they are equal, one that
     # they share exactly when, masked, they are equal.
     masked = [re.sub(r"\d+", "#", line) for line in lines]
-    for hashes in (line_hashes(lines), _line_hashes(lines)):
+    for hashes in (_pairs(line_hashes(lines)), _pairs(_line_hashes(lines))):
         assert len(hashes) == len(lines)
         for texts, kept in (
             (lines, [exact for exact, _ in hashes]),
@@ -272,6 +274,15 @@ def _assert_hashes_tell_lines_apart(lines: list[str]) -> None:
                 assert -(2**63) <= first_hash < 2**63
                 for second, second_hash in zip(texts, kept, strict=True):
                     assert (first_hash == second_hash) == (first == second)
+
+
+def _pairs(hashes: LineHashes) -> list[tuple[int, int]]:
+    """Line hashes as pairs of ints, from either form (packed in bytes, or pairs already)."""
+    if isinstance(hashes, bytes):
+        values = array("q")
+        values.frombytes(hashes)
+        return list(zip(values[::2], values[1::2], strict=True))
+    return list(hashes)
 
 
 #: What a line is made of near the edges of the eight characters the compiled hash reads at once.
@@ -383,7 +394,7 @@ def test_what_a_result_repeats_of_its_call_is_set_aside(text: str, echoes: list[
 def test_a_results_size_counts_the_lines_it_remembers() -> None:
     # Compiled, the hashes are kept in memory of the result's own, outside any Python object:
     # its size must still say what it holds, for the bounds on a detector's state.
-    many = ResultInfo(tuple((line, -line) for line in range(256)), None, "x")
+    many = ResultInfo(_line_hashes([f"line {n}" for n in range(256)]), None, "x")
     assert deep_size(many) - deep_size(many.lines) >= 256 * 2 * 8
 
 

@@ -3,8 +3,9 @@
 # reads and writes C struct members. A value a field holds is as in _base.py.
 
 cimport cython
+from libc.string cimport memcpy
 
-from haltwise.engine.detectors._keys cimport (ActionInfo, ResultInfo, _u64, analyze_call,
+from haltwise.engine.detectors._keys cimport (ActionInfo, ResultInfo, analyze_call,
                                            analyze_result, holds)
 from haltwise.engine.events cimport ToolCall, ToolResult
 from haltwise.engine.state cimport Slot
@@ -22,7 +23,7 @@ cdef class Recent:
 
     @cython.locals(memo=tuple, signature=cython.ulonglong, size=Py_ssize_t, answer=bint)
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
-    @cython.locals(info=ResultInfo, exacts=list, masks=list, changed=Py_ssize_t, lines=tuple)
+    @cython.locals(info=ResultInfo, changed=Py_ssize_t, lines=bytes)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
@@ -32,17 +33,38 @@ cdef class Recent:
 cdef inline unsigned long long _mixed(object result, object key) except? 0:
     return (<unsigned long long><size_t><void*>result) ^ <unsigned long long><long long>key
 
-# _base.py's _lines_seen and _seen over the results' own tables: the results themselves, and
-# whether any of them remembers a line of hash ``line`` (its masked hash if ``masked``), the
-# hash made a C integer once, then looked for in each table.
-cdef inline list _lines_seen(object items, bint masked):
-    return [info for _, info in items]
-
-cdef inline bint _seen(object line, list infos, bint masked) except -1:
-    cdef unsigned long long h = _u64(line)
+# _base.py's _line_count, _unseen_lines and _new_text over the packed line hashes (_scan.pxd's
+# _packed_hashes) and the results' own tables: each hash read from the bytes as a C integer,
+# then looked for in each table.
+cdef inline bint _remembered(unsigned long long h, list infos, bint masked) noexcept:
     cdef ResultInfo info
     for info in infos:
         if holds(info, h, masked):
+            return True
+    return False
+
+cdef inline Py_ssize_t _line_count(bytes lines) noexcept:
+    return len(lines) // 16
+
+cdef inline Py_ssize_t _unseen_lines(bytes lines, object items) except -1:
+    cdef list infos = [info for _, info in items]
+    cdef const char* pairs = lines
+    cdef Py_ssize_t i, changed = 0
+    cdef unsigned long long h
+    for i in range(_line_count(lines)):
+        memcpy(&h, pairs + 16 * i, 8)
+        if not _remembered(h, infos, False):
+            changed += 1
+    return changed
+
+cdef inline bint _new_text(bytes lines, object items) except -1:
+    cdef list infos = [info for _, info in items]
+    cdef const char* pairs = lines
+    cdef Py_ssize_t i
+    cdef unsigned long long h
+    for i in range(_line_count(lines)):
+        memcpy(&h, pairs + 16 * i + 8, 8)
+        if not _remembered(h, infos, True):
             return True
     return False
 

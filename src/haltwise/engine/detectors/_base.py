@@ -25,7 +25,14 @@ from ..events import Injected, Progress, ToolCall, ToolResult, TurnEnded
 from ..limits import Context, EventType, Leaf, Scope
 from ..policies import Policy
 from ..state import Slot
-from ._keys import DEFAULT_IGNORED_FIELDS, ActionInfo, ResultInfo, analyze_call, analyze_result
+from ._keys import (
+    DEFAULT_IGNORED_FIELDS,
+    ActionInfo,
+    LineHashes,
+    ResultInfo,
+    analyze_call,
+    analyze_result,
+)
 
 if TYPE_CHECKING:
     from .. import _pure as cython
@@ -135,24 +142,18 @@ class Recent:
             return True
         if lines:
             # Each line looked up in each result's lines: cheaper than building their union.
-            exacts = _lines_seen(items, False)
-            changed = 0
-            for line, _ in lines:
-                if not _seen(line, exacts, False):
-                    changed += 1
+            changed = _unseen_lines(lines, items)
             if changed:
-                masks = _lines_seen(items, True)
-                for _, masked in lines:
-                    if not _seen(masked, masks, True):
-                        return True  # a line of new text
-                if 2 * changed >= len(lines):
+                if _new_text(lines, items):
+                    return True  # a line of new text
+                if 2 * changed >= _line_count(lines):
                     return True
         # Nothing new to read. A new action that succeeded quietly ("File updated", or no output
         # at all) may have changed state; an echo of its own arguments did not.
         return (
             result.error is None
             and not result.echo_only
-            and len(lines) <= 1
+            and _line_count(lines) <= 1
             and key not in self._keys
         )
 
@@ -175,7 +176,7 @@ class Recent:
 
 if not cython.compiled:
     # Compiled, ``_base.pxd`` mixes the result's address and the key as C integers, and reads
-    # the results' tables of line hashes (``_keys.pxd``), a line's hash made a C integer once.
+    # the packed line hashes and the results' tables of them (``_keys.pxd``) in C.
 
     def _mixed(result: object, key: int) -> int:
         """What a result (by its identity) and the key of its action add to a window's
@@ -183,14 +184,29 @@ if not cython.compiled:
         the key are 64-bit integers, and so is their ``^``."""
         return id(result) ^ key
 
-    def _lines_seen(items: Iterable[tuple[int, Any]], masked: bool) -> list[frozenset[int]]:
-        """What ``_seen`` looks a line up in: the set of each result's lines (masked, if
-        ``masked``)."""
-        if masked:
-            return [info.masked for _, info in items]
-        return [info.exact for _, info in items]
+    def _line_count(lines: LineHashes) -> int:
+        """How many lines a result's line hashes are of."""
+        return len(lines)
 
-    def _seen(line: int, sets: list[frozenset[int]], masked: bool) -> bool:
+    def _unseen_lines(lines: Any, items: Iterable[tuple[int, Any]]) -> int:
+        """How many of ``lines`` no result of ``items`` remembers as they are."""
+        exacts = [info.exact for _, info in items]
+        changed = 0
+        for line, _ in lines:
+            if not _seen(line, exacts):
+                changed += 1
+        return changed
+
+    def _new_text(lines: Any, items: Iterable[tuple[int, Any]]) -> bool:
+        """Whether a line of ``lines`` is new text: no result of ``items`` remembers it, even
+        with its numbers masked."""
+        masks = [info.masked for _, info in items]
+        for _, masked in lines:  # noqa: SIM110 (a loop: see _seen)
+            if not _seen(masked, masks):
+                return True
+        return False
+
+    def _seen(line: int, sets: list[frozenset[int]]) -> bool:
         """Whether any of ``sets`` holds ``line``."""
         # A loop, not any() over a generator: interpreted, the generator costs 7% of a call.
         for seen in sets:  # noqa: SIM110

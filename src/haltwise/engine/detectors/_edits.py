@@ -28,7 +28,7 @@ from ..limits import Limit, Scope
 from ..policies import Policy
 from ..state import Slot
 from ._base import ToolDetector, ToolState, Verdict, check_int
-from ._keys import ActionInfo, ResultInfo
+from ._keys import ActionInfo, LineHashes, ResultInfo
 from ._tools import _DEFAULT_WINDOW, _common, _times
 
 __all__ = ["no_effect", "oscillation", "recurring_errors"]
@@ -45,7 +45,7 @@ class _NoEffectState(ToolState):
         super().__init__(window)
         #: Per check (action key): its last result's lines and how many rounds of edits in a
         #: row left that result as it was. Bounded by the window (oldest check dropped).
-        self.checks: dict[int, tuple[tuple[tuple[int, int], ...], int]] = {}
+        self.checks: dict[int, tuple[LineHashes, int]] = {}
         #: The checks that ran before the latest edit (an edit has come since their last run).
         self.edited: set[int] = set()
 

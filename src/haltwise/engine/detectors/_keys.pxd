@@ -2,9 +2,8 @@
 # read them (_base.pxd) read their fields as C struct members. Every field is as in _keys.py.
 
 cimport cython
-from cpython.exc cimport PyErr_Occurred
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
 from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy
 
 # The scans' cpdef functions, called in C (``_scan.folded(text)`` and the like).
 from haltwise.engine.detectors cimport _scan
@@ -17,7 +16,7 @@ cdef class ActionInfo:
 
 cdef class ResultInfo:
     cdef readonly object error
-    cdef readonly tuple lines
+    cdef readonly bytes lines  # packed (_scan.line_hashes)
     cdef readonly str preview
     cdef readonly bint echo_only
     # The hashes of the lines remembered as seen, in memory of its own: the exact ones in the
@@ -25,16 +24,6 @@ cdef class ResultInfo:
     # its own row on, row after row, until an empty one (0: a hash of 0 is kept as 1).
     cdef unsigned long long* table
     cdef Py_ssize_t mask
-
-# A line's hash (an int of 64 bits, signed or not) as a C integer.
-cdef inline unsigned long long _u64(object value) except? 0:
-    cdef int overflow = 0
-    cdef long long value_ = PyLong_AsLongLongAndOverflow(value, &overflow)
-    if overflow == 0:
-        if value_ == -1 and PyErr_Occurred() != NULL:
-            return 0
-        return <unsigned long long>value_
-    return PyLong_AsUnsignedLongLong(value)
 
 cdef inline Py_ssize_t _row(unsigned long long key, Py_ssize_t mask) noexcept:
     return <Py_ssize_t>((key ^ (key >> 32)) & <unsigned long long>mask)
@@ -56,12 +45,23 @@ cdef inline void _put(unsigned long long* rows, Py_ssize_t mask, unsigned long l
         row = (row + 1) & mask
     rows[row] = key
 
+# Each line's two hashes of ``pairs`` (packed) into the table's two halves.
+cdef inline void _put_pairs(unsigned long long* table, Py_ssize_t mask, bytes pairs) noexcept:
+    cdef const char* data = pairs
+    cdef unsigned long long pair[2]
+    cdef Py_ssize_t i
+    for i in range(len(pairs) // 16):
+        memcpy(pair, data + 16 * i, 16)
+        _put(table, mask, pair[0])
+        _put(table + mask + 1, mask, pair[1])
+
 # _keys.py's _remember, _forget and _table_size in C: the table made (rows at most half full),
-# freed and measured; and ``holds``, which reads it (_base.pxd's _seen).
-cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
-    cdef Py_ssize_t size = 4
-    cdef tuple pair
-    while size < 2 * len(remembered):
+# freed and measured; and ``holds``, which reads it (_base.pxd's _remembered).
+cdef inline int _remember(ResultInfo info, bytes lines, bytes middle) except -1:
+    cdef Py_ssize_t size = 4, count = len(lines) // 16
+    if middle is not None:
+        count += len(middle) // 16
+    while size < 2 * count:
         size *= 2
     cdef unsigned long long* table = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
     if table == NULL:
@@ -69,9 +69,9 @@ cdef inline int _remember(ResultInfo info, tuple remembered) except -1:
     free(info.table)
     info.table = table
     info.mask = size - 1
-    for pair in remembered:
-        _put(table, size - 1, _u64(pair[0]))
-        _put(table + size, size - 1, _u64(pair[1]))
+    _put_pairs(table, size - 1, lines)
+    if middle is not None:
+        _put_pairs(table, size - 1, middle)
     return 0
 
 cdef inline void _forget(ResultInfo info) noexcept:

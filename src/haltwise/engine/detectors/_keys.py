@@ -651,6 +651,12 @@ class ActionInfo:
         self.edit = edit
 
 
+#: A result's line hashes (``_line_hashes``): compiled, packed in bytes, 16 a line
+#: (``_scan.line_hashes``), read in C; interpreted, a tuple of pairs of ints, which Python reads
+#: faster than it would unpack bytes.
+LineHashes = bytes | tuple[tuple[int, int], ...]
+
+
 class ResultInfo:
     """One tool result as detectors see it. Shared by every detector that keeps it."""
 
@@ -660,18 +666,18 @@ class ResultInfo:
 
     def __init__(
         self,
-        lines: tuple[tuple[int, int], ...],
+        lines: LineHashes,
         error: str | None,
         preview: str,
         echo_only: bool = False,
-        seen: tuple[tuple[int, int], ...] | None = None,
+        middle: LineHashes | None = None,
     ) -> None:
         #: For each distinct normalized line compared (at most ``MAX_LINES``): its hash, and
-        #: the hash of the same line with every digit masked.
+        #: the hash of the same line with every digit masked (``_line_hashes``).
         self.lines = lines
-        #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``,
-        #: the compared lines among them).
-        _remember(self, lines if seen is None else seen)
+        #: The same two hashes of every line remembered as seen (at most ``MAX_SEEN_LINES``):
+        #: the compared lines, and those between them only remembered (``middle``).
+        _remember(self, lines, middle)
         #: The error class, or None when the call did not fail.
         self.error = error
         #: The result, shortened, for messages.
@@ -689,8 +695,10 @@ class ResultInfo:
 if not cython.compiled:
     # Compiled, ``_keys.pxd`` keeps a result's remembered line hashes in a table of its own.
 
-    def _remember(info: Any, remembered: tuple[tuple[int, int], ...]) -> None:
-        """Remember ``remembered`` (pairs of a line's hash and its masked hash) in ``info``."""
+    def _remember(info: Any, lines: Any, middle: Any) -> None:
+        """Remember ``lines`` and ``middle`` (line hashes in the pure build's form, pairs of a
+        line's hash and its masked hash; ``middle`` may be None) in ``info``."""
+        remembered = lines if middle is None else lines + middle
         info.exact = frozenset([exact for exact, _ in remembered])
         info.masked = frozenset([masked for _, masked in remembered])
 
@@ -817,10 +825,11 @@ def _numbers_masked(text: str) -> str:
     return "#".join([pieces[0], *between, pieces[-1]])
 
 
-def _line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
+def _line_hashes(lines: list[str]) -> LineHashes:
     """For each of ``lines``: its hash, and a hash of it with its numbers masked. Compiled,
-    ``_scan.line_hashes`` makes both in one pass, without the masked line; interpreted, a pass
-    over characters in Python would cost more than ``hash`` and a masked copy."""
+    ``_scan.line_hashes`` makes both in one pass, without the masked line, and packs them;
+    interpreted, a pass over characters in Python would cost more than ``hash`` and a masked
+    copy."""
     if _scan.COMPILED:
         return _scan.line_hashes(lines)
     masked = _numbers_masked("\n".join(lines)).split("\n")
@@ -943,15 +952,14 @@ def _analyze_result(
                 text = text.replace(echo, _ARG)
             if _ARG in text:
                 middle = text.split("\n")
-    compared = _line_hashes(judged)
     return ResultInfo(
-        compared,
+        _line_hashes(judged),
         error,
         # Its lines are folded already, and masking left them so: joined by spaces, they are
         # the text folded.
         _cut(normalized[: PREVIEW_CHARS + 1].replace("\n", " ")),
         echo_only,
-        compared + _line_hashes(middle) if middle else None,
+        _line_hashes(middle) if middle else None,
     )
 
 

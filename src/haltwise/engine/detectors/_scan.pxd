@@ -3,6 +3,7 @@
 # a position) is how one that fails would say so, and a test that cannot fail says nothing.
 
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memcpy, memset
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
@@ -224,8 +225,7 @@ cpdef list folded_lines(str text, Index most)
 cpdef str folded(str text)
 @cython.locals(spaced=bint, i=Index, c=Py_UCS4)
 cdef bint _is_folded(str text, Index start) noexcept
-@cython.locals(line=str)
-cpdef tuple line_hashes(list lines)
+cpdef bytes line_hashes(list lines)
 cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
                index=Index, masked=list)
@@ -391,7 +391,8 @@ cdef inline long long _hashed(Stream* stream) noexcept:
 cdef inline unsigned long long _digits_in(unsigned long long word) noexcept:
     return (word + 0x5050505050505050ULL) & ~(word + 0x4646464646464646ULL) & 0x8080808080808080ULL
 
-cdef inline tuple _line_pair(str line):
+# ``line``'s two hashes, written to ``out[0]`` and ``out[1]``.
+cdef inline void _write_pair(str line, long long* out) noexcept:
     cdef Stream exact = Stream(_SEED, 0, 0, 0)
     cdef Stream masked = Stream(_SEED, 0, 0, 0)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)
@@ -418,7 +419,20 @@ cdef inline tuple _line_pair(str line):
     while i < n:
         run = _feed_both(&exact, &masked, PyUnicode_READ(kind, data, i), run)
         i += 1
-    return (_hashed(&exact), _hashed(&masked))
+    out[0] = _hashed(&exact)
+    out[1] = _hashed(&masked)
+
+# ``line_hashes``: each line's two hashes, one after the other, in a bytes made for them.
+cdef inline bytes _packed_hashes(list lines):
+    cdef bytes packed = PyBytes_FromStringAndSize(NULL, 16 * len(lines))
+    cdef char* out = PyBytes_AS_STRING(packed)
+    cdef long long pair[2]
+    cdef str line
+    for line in lines:
+        _write_pair(line, pair)
+        memcpy(out, pair, 16)
+        out += 16
+    return packed
 
 
 # Needles (_scan.py): its words as bytes (``_bytes``, which ``_word`` points into) and their

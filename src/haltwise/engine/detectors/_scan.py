@@ -26,6 +26,7 @@ regular expressions and ``str`` methods, and ``_keys`` uses those instead (``COM
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -230,10 +231,12 @@ def _is_folded(text: str, start: int) -> bool:
     return not spaced or len(text) == start
 
 
-def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
+def line_hashes(lines: list[str]) -> bytes:
     r"""For each of ``lines``, two hashes made in one pass over it: one that two lines share
     when they are equal, and one that they share when ``re.sub(r"\d+", "#", line)`` makes them
-    equal; each shared otherwise one time in 2^64.
+    equal; each shared otherwise one time in 2^64. They are packed, 16 bytes a line: the two
+    as signed 64-bit integers in the machine's byte order (``array("q")`` reads them back), so
+    that no Python int or tuple is made for a line that is only compared.
 
     Each hashes a stream of bytes: the line's code points (one byte each below 128; else 0x80
     and three bytes of the code point), the second with each run of decimal digits as one
@@ -241,9 +244,8 @@ def line_hashes(lines: list[str]) -> tuple[tuple[int, int], ...]:
     characters read straight from the str go into the first hash as one word, and into the
     second too when none is a digit. A word mixed in is a bijection of the state, so two lines
     whose streams differ in one word never share a hash. The hashes start from ``_SEED``,
-    which changes from process to process as ``hash``'s strings do. Each is signed, a Python
-    int that fits a C ``long long``."""
-    return tuple([_line_pair(line) for line in lines])
+    which changes from process to process as ``hash``'s strings do."""
+    return _packed_hashes(lines)
 
 
 #: What each line hash starts from, drawn from Python's own string hash: it changes from
@@ -258,7 +260,12 @@ _LOW_64: int = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
 
 if not cython.compiled:
     # Compiled, ``_scan.pxd`` does the same in C: each stream's state is a ``Stream``, fed a
-    # word of eight ASCII characters at once where it can.
+    # word of eight ASCII characters at once where it can, and the hashes are written straight
+    # into the bytes.
+
+    def _packed_hashes(lines: list[str]) -> bytes:
+        """``line_hashes``, interpreted."""
+        return array("q", [h for line in lines for h in _line_pair(line)]).tobytes()
 
     def _line_pair(line: str) -> tuple[int, int]:
         """``line``'s two hashes (``line_hashes``)."""
