@@ -391,6 +391,15 @@ def test_what_a_result_repeats_of_its_call_is_set_aside(text: str, echoes: list[
     assert info.echo_only == bool(lines and ordered and _ONLY_ARGS.match(replaced))
 
 
+@pytest.mark.parametrize("output", ["", "   ", "\n\n  \t\n"])
+def test_an_empty_result_has_no_line_to_compare_in_either_build(output: str) -> None:
+    # The pure build once masked the lines joined and split them again: no line came back as one
+    # empty line, judged as text where the compiled build saw a quiet result.
+    info = analyze_result(ToolResult("bash", output, call_id="c1"))
+    assert _pairs(info.lines) == []
+    assert _sample(output)[0] == []
+
+
 def test_a_results_size_counts_the_lines_it_remembers() -> None:
     # Compiled, the hashes are kept in memory of the result's own, outside any Python object:
     # its size must still say what it holds, for the bounds on a detector's state.

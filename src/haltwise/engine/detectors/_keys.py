@@ -344,12 +344,14 @@ def _scannable(text: str) -> bool:
 
 
 def _masked_lines(lines: list[str]) -> list[str]:
-    """``lines`` masked as ``_mask_text`` masks them joined. Compiled, ASCII lines are masked
-    one by one with the scan (``_scan.masked_lines``)."""
+    """``lines`` masked as ``_mask_text`` masks them joined (``lines`` itself when that changes
+    none of them). Compiled, ASCII lines are masked one by one with the scan
+    (``_scan.masked_lines``)."""
     text = "\n".join(lines)
     if _scannable(text) and text.isascii():
         return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text)
-    return _mask_text(text).split("\n")
+    masked = _mask_text(text)
+    return lines if masked == text else masked.split("\n")
 
 
 #: In arguments only ids and clocks are volatile: a number there is what the model asked for.
@@ -796,7 +798,9 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         truncated = True
     # Masked after sampling: only the lines compared are scanned. A line only remembered is
     # kept unmasked: at worst, a later line with an id or a clock in it looks new.
-    return list(dict.fromkeys(_masked_lines(lines))), middle, truncated
+    # The lines are distinct already: only those masking changed can have become the same.
+    masked = _masked_lines(lines)
+    return (lines if masked is lines else list(dict.fromkeys(masked))), middle, truncated
 
 
 _DIGITS = re.compile(r"\d+")
@@ -832,6 +836,8 @@ def _line_hashes(lines: list[str]) -> LineHashes:
     copy."""
     if _scan.COMPILED:
         return _scan.line_hashes(lines)
+    if not lines:
+        return ()
     masked = _numbers_masked("\n".join(lines)).split("\n")
     return tuple(zip(map(hash, lines), map(hash, masked), strict=True))
 

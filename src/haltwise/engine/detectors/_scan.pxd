@@ -228,7 +228,7 @@ cdef bint _is_folded(str text, Index start) noexcept
 cpdef bytes line_hashes(list lines)
 cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
-               index=Index, masked=list)
+               index=Index, masked=list, changed=bint, done=str)
 cpdef list masked_lines(list lines, bint every)
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
                kind=str)

@@ -165,7 +165,7 @@ def masked_lines(lines: list[str], every: bool) -> list[str]:
     ``_keys._mask_text`` masks them joined: every line if ``every`` (the text names a temp
     path), else those with a digit; and the rules among the spans only if the lines scanned
     come to under ``SHORT`` characters joined or one of them holds three of a rule's glyphs in
-    a row (``_keys._pattern``)."""
+    a row (``_keys._pattern``). ``lines`` itself when no line changed."""
     scanned = 0
     size = -1
     chosen: list[bool] = []  # whether each line is scanned: read once, not again to mask it
@@ -186,9 +186,17 @@ def masked_lines(lines: list[str], every: bool) -> list[str]:
                 break
     seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
     masked: list[str] = []
+    changed = False
     for index, line in enumerate(lines):
-        masked.append(_masked_line(line, rules, seen) if chosen[index] else line)
-    return masked
+        if chosen[index]:
+            done = _masked_line(line, rules, seen)
+            # A span that is no volatile detail is masked as itself: a new str, the same text.
+            if done is not line and done != line:
+                changed = True
+            masked.append(done)
+        else:
+            masked.append(line)
+    return masked if changed else lines
 
 
 def folded_lines(text: str, most: int) -> list[str]:
