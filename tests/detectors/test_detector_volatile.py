@@ -294,6 +294,32 @@ def test_ascii_lines_masked_by_the_scan_are_masked_as_at_once(lines: list[str]) 
         assert "\n".join(masked_lines(lines, every)) == _masked_at_once(text)
 
 
+@pytest.mark.parametrize("glyph", "=-_~*#")
+def test_a_long_line_draws_a_rule_of_each_glyph_at_any_position(glyph: str) -> None:
+    # Three glyphs of one (a rule) beside a rule of mixed glyphs, which is masked only when a
+    # line scanned draws three of one; past SHORT characters, and at each position of the
+    # eight the compiled test reads at once, and of the last ones it reads one by one.
+    for offset in range(24):
+        rule = f"{'x' * offset}{glyph * 3}"
+        for line in (f"{rule} =-=-=- 1 {'y' * 260}", f"1 =-=-=- {'y' * 260}{rule}"):
+            assert masked_lines([line], False) == [_masked_at_once(line)]
+
+
+#: What long lines are made of near the eight bytes the compiled test of a rule reads at once:
+#: runs of one glyph, cut anywhere; glyphs mixed (a rule only when a line draws three of one).
+_RULE_PIECES = st.sampled_from(["=", "==", "-", "--", "#", "~~", "*", "_", "=-=-=-", "x", " ", "."])
+
+
+@given(st.lists(st.lists(_RULE_PIECES, max_size=40).map("".join), min_size=1, max_size=6))
+def test_long_lines_draw_a_rule_wherever_its_glyphs_fall(lines: list[str]) -> None:
+    # Past SHORT characters, the rules are masked only if a line scanned draws three glyphs of
+    # one in a row (compiled: found eight positions at a time). Each line has a digit, to be
+    # scanned, and is long enough for the rules to be decided by its glyphs.
+    lines = [f"{line} 1{'y' * 260}" for line in lines]
+    text = "\n".join(lines)
+    assert "\n".join(masked_lines(lines, False)) == _masked_at_once(text)
+
+
 @given(st.lists(_PIECES | _NEIGHBOURS, max_size=12).map("".join), st.booleans())
 def test_the_scan_masks_each_span_as_the_definition_does(text: str, rules: bool) -> None:
     # Compiled, each span the scan finds is masked from its characters (``mask``); ``_masked``

@@ -118,6 +118,47 @@ cdef inline bint _has_digit(str line) noexcept:
             return True
     return False
 
+# Whether ``c`` is one of the glyphs a rule is drawn with: ``=-_~*#``.
+cdef inline bint _is_glyph(Py_UCS4 c) noexcept:
+    return c == 61 or c == 45 or c == 95 or c == 126 or c == 42 or c == 35
+
+# Whether three of a rule's glyphs stand in a row in ``line``, all the same one (_scan.py's
+# _draws_rule): where three characters in a row are the same one, whether it is a glyph. A line
+# of one byte per character is read eight positions at a time: the bytes from each position,
+# from the next and from the one after, as three words; a byte of the first that equals its
+# two neighbours in the others makes a zero byte of their differences, and only those
+# positions are asked about (in most lines, none).
+cdef inline bint _draws_rule(str line) noexcept:
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)
+    cdef int kind = PyUnicode_KIND(line)
+    cdef void* data = PyUnicode_DATA(line)
+    cdef const unsigned char* chars = <const unsigned char*>data
+    cdef Py_ssize_t i = 0
+    cdef unsigned long long first, differ, same
+    cdef Py_UCS4 c
+    if kind == PyUnicode_1BYTE_KIND:
+        while i + 10 <= n:
+            first = _word(chars + i)
+            differ = (first ^ _word(chars + i + 1)) | (first ^ _word(chars + i + 2))
+            # The high bit of each zero byte of ``differ``, and of no other.
+            same = ~(((differ & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | differ)
+            same &= 0x8080808080808080ULL
+            while same:
+                if _is_glyph(chars[i + (_lowest_bit(same) >> 3)]):
+                    return True
+                same &= same - 1
+            i += 8
+    while i + 2 < n:
+        c = PyUnicode_READ(kind, data, i)
+        if (
+            _is_glyph(c)
+            and PyUnicode_READ(kind, data, i + 1) == c
+            and PyUnicode_READ(kind, data, i + 2) == c
+        ):
+            return True
+        i += 1
+    return False
+
 # The characters of a str as its kind lays them out (one, two or four bytes each), for the
 # loops written once for every kind.
 ctypedef fused Char:
@@ -250,8 +291,6 @@ cdef Index _unit_start(Text text, Index start, Index end) noexcept
 cdef bint _has_hex_letter(Text text, Index start, Index end, bint lower_only) noexcept
 @cython.locals(i=Index)
 cdef bint _has_decimal(Text text, Index start, Index end) noexcept
-@cython.locals(same=Index, last=Py_UCS4, c=Py_UCS4)
-cdef bint _draws_rule(str line) noexcept
 @cython.locals(i=Index, digits=Index, bar=Index)
 cdef Index _line_number_end(Text text, Index start, Index end) noexcept
 

@@ -577,7 +577,8 @@ def _has_decimal(text: str, start: int, end: int) -> bool:
 
 
 if not cython.compiled:
-    # Compiled, ``_scan.pxd`` reads a line of one byte per character as bytes.
+    # Compiled, ``_scan.pxd`` reads a line of one byte per character as bytes, eight at a time
+    # for the rules.
 
     def _has_digit(line: str) -> bool:
         """Whether ``line`` holds an ASCII digit."""
@@ -586,20 +587,19 @@ if not cython.compiled:
                 return True
         return False
 
-
-def _draws_rule(line: str) -> bool:
-    """Whether three of a rule's glyphs stand in a row in ``line``, all the same one."""
-    same = 0  # how many glyphs in a row are the same one, up to this character
-    last = "\x00"
-    for c in line:
-        if c == "=" or c == "-" or c == "_" or c == "~" or c == "*" or c == "#":
-            same = same + 1 if c == last else 1
-            if same == 3:
-                return True
-        else:
-            same = 0
-        last = c
-    return False
+    def _draws_rule(line: str) -> bool:
+        """Whether three of a rule's glyphs stand in a row in ``line``, all the same one."""
+        same = 0  # how many glyphs in a row are the same one, up to this character
+        last = "\x00"
+        for c in line:
+            if c == "=" or c == "-" or c == "_" or c == "~" or c == "*" or c == "#":
+                same = same + 1 if c == last else 1
+                if same == 3:
+                    return True
+            else:
+                same = 0
+            last = c
+        return False
 
 
 def _line_number_end(text: str, start: int, end: int) -> int:
