@@ -26,6 +26,7 @@ from haltwise.engine.detectors._keys import (
     _ERROR_PHRASES,
     _NOT_FOUND,
     _ONLY_ARGS,
+    _QUOTED,
     HEAD_CHARS,
     MAX_LINE_CHARS,
     TAIL_CHARS,
@@ -36,6 +37,7 @@ from haltwise.engine.detectors._keys import (
     _last_exception_name,
     _line_hashes,
     _numbers_masked,
+    _quoted,
     _sample,
     _shorten,
     analyze_call,
@@ -303,6 +305,37 @@ def test_the_compiled_line_hashes_are_the_interpreted_ones(lines: list[str]) -> 
     if not scan.COMPILED:
         pytest.skip("the pure build runs the interpreted line hashes only")
     assert line_hashes(lines) == _interpreted_scan().line_hashes(lines)
+
+
+#: What quoted strings are made of near the bounds of what counts as one (3 to 200 characters).
+_QUOTE_PARTS = st.sampled_from(['"', "'", "\n", "a", "bc", "x" * 97, "y" * 100, "é", "😀", " "])
+
+
+#: Quoted strings at those bounds, and quotes that close none or open another.
+_QUOTED_TEXTS = [
+    '"bc"',
+    '"abc"',
+    '"' + "x" * 200 + '"',
+    '"' + "x" * 201 + '"',
+    "'" + "é" * 199 + '😀\' and "yy"',
+    '"ab\ncd" "efg"',
+    "\"a'bcd'e\" 'f\"gh\"'",
+    '"abc"def"',
+    "''" + "''abc'",
+]
+
+
+@pytest.mark.parametrize("text", _QUOTED_TEXTS)
+def test_the_quoted_strings_at_their_bounds_are_those_the_pattern_finds(text: str) -> None:
+    assert scan.quoted(text) == [d or s for d, s in _QUOTED.findall(text)]
+
+
+@given(st.lists(_QUOTE_PARTS, max_size=24).map("".join))
+def test_the_quoted_strings_are_those_the_pattern_finds(text: str) -> None:
+    # Compiled, the strings a call quotes are read from its quotes' places; the regular
+    # expression is their definition. Both builds run the scan here.
+    assert scan.quoted(text) == [d or s for d, s in _QUOTED.findall(text)]
+    assert _quoted(text) == scan.quoted(text)
 
 
 @functools.cache

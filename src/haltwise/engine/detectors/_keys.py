@@ -844,6 +844,16 @@ def _line_hashes(lines: list[str]) -> LineHashes:
 
 _QUOTED = re.compile(r'"([^"\n]{3,200})"|\'([^\'\n]{3,200})\'')
 _ECHO_COMMANDS = ("echo ", "printf ")
+
+
+def _quoted(text: str) -> list[str]:
+    """The strings ``_QUOTED`` finds quoted in ``text``. Compiled, ``_scan.quoted`` reads them
+    from the quotes' places, without a regular expression's attempt at every character."""
+    if _scannable(text):
+        return _scan.quoted(text)
+    return [double or single for double, single in _QUOTED.findall(text)]
+
+
 _ARG = "\x00arg\x00"
 _ONLY_ARGS = re.compile(r"^[\s\W]*(?:\x00arg\x00[\s\W]*)+$")
 
@@ -860,8 +870,8 @@ def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
         if 3 <= len(text) <= 200 and not isinstance(arguments, str):
             found[text] = None
         if '"' in text or "'" in text:
-            for double, single in _QUOTED.findall(text[:4096]):
-                found[(double or single).strip()] = None
+            for quoted in _quoted(text[:4096]):
+                found[quoted.strip()] = None
         if text.startswith(_ECHO_COMMANDS) and "\n" not in text:
             printed = text.split(" ", 1)[1].strip().strip("\"'")
             if len(printed) >= 3:

@@ -276,6 +276,8 @@ cpdef list masked_lines(list lines, bint every)
 cpdef object exception_name(str text)
 @cython.locals(n=Index, chars=Text, dashes=Index, digit=bint, i=Index, c=Py_UCS4)
 cpdef bint volatile_argument(str text) except -1
+@cython.locals(found=list, n=Index, chars=Text, i=Index, quote=Py_UCS4, end=Index, limit=Index)
+cpdef list quoted(str text)
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
 cdef str _masked_line(str line, bint rules, dict seen)
 @cython.locals(chars=Text, first=Py_UCS4, size=Index, glued=bint, colon=Index, second=Py_UCS4,

@@ -53,6 +53,7 @@ __all__ = [
     "line_hashes",
     "mask",
     "masked_lines",
+    "quoted",
     "spans",
     "volatile_argument",
 ]
@@ -316,6 +317,31 @@ if not cython.compiled:
         h = (h * _FINAL_2) & _LOW_64
         h ^= h >> 33
         return h - ((h >> 63) << 64)
+
+
+def quoted(text: str) -> list[str]:
+    r"""What ``_keys._QUOTED`` finds in ``text`` (``findall``, the group that matched): each
+    string between two quotes of one kind on one line, of 3 to 200 characters, read from left to
+    right. A quote opens where the first quote of its kind or line break after it is a quote
+    of its kind, 4 to 201 characters on; else the next character is tried. Any text, not only
+    ASCII."""
+    found: list[str] = []
+    n = len(text)
+    chars = _view(text)
+    i = 0
+    while i < n:
+        quote = _char(chars, i)
+        if quote == '"' or quote == "'":
+            end = i + 1
+            limit = min(n, i + 202)
+            while end < limit and _char(chars, end) != quote and _char(chars, end) != "\n":
+                end += 1
+            if end < limit and _char(chars, end) == quote and end - i > 3:
+                found.append(text[i + 1 : end])
+                i = end + 1
+                continue
+        i += 1
+    return found
 
 
 def volatile_argument(text: str) -> bool:
