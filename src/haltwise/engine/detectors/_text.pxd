@@ -13,6 +13,12 @@ from libc.stdlib cimport calloc, free
 from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit, _maybe_blank,
                                               _mix, _word)
 
+from haltwise.engine.detectors._keys cimport folded
+
+@cython.locals(segments=list, items=list, current=list, in_code=bint, line=str, head=Py_UCS4,
+               stripped=str, first=Py_UCS4)
+cpdef tuple _split_markdown(str text)
+cdef int _flush(list segments, list current) except -1
 @cython.locals(seen=dict, position=Py_ssize_t, piece=str, found=list)
 cpdef object _chant(str segment, list places, Py_ssize_t chunk, Py_ssize_t repeats,
                     Py_ssize_t max_gap)

@@ -51,19 +51,20 @@ def _split_markdown(text: str) -> tuple[list[str], list[str]]:
     items: list[str] = []
     current: list[str] = []
     in_code = False
-
-    def flush() -> None:
-        if current:
-            segments.append(" ".join(current))
-            current.clear()
-
-    # Each pattern is tried only where the line's first character could start it.
+    # Each pattern is tried only where the line's first character could start it: a fence
+    # after at most three spaces (``\s``, as ``isspace`` has it), the rest after the line's
+    # white space.
     for line in text.split("\n"):
-        if ("```" in line or "~~~" in line) and _FENCE.match(line):
+        head = line[0] if line else "\x00"
+        if (
+            (head == "`" or head == "~" or head.isspace())
+            and ("```" in line or "~~~" in line)
+            and _FENCE.match(line)
+        ):
             in_code = not in_code
-            flush()
+            _flush(segments, current)
             continue
-        if in_code or line.startswith(("    ", "\t")):
+        if in_code or head == "\t" or (head == " " and line.startswith("    ")):
             continue
         stripped = line.strip()
         if not stripped:
@@ -71,22 +72,29 @@ def _split_markdown(text: str) -> tuple[list[str], list[str]]:
         first = stripped[0]
         if (
             first == "|"
-            or stripped.count("|") >= 2
+            or ("|" in stripped and stripped.count("|") >= 2)
             or (first in "-*_" and _RULE.match(line))
             or (first == "#" and _HEADING.match(line))
         ):
-            flush()
+            _flush(segments, current)
             continue
         item = _ITEM.match(line) if first in "-*+" or first.isdecimal() else None
         if item:
-            flush()
+            _flush(segments, current)
             items.append(folded(item.group(1)))
             continue
         if first == ">":
             stripped = _QUOTE.sub("", stripped)
         current.append(folded(stripped))
-    flush()
+    _flush(segments, current)
     return segments, items
+
+
+def _flush(segments: list[str], current: list[str]) -> None:
+    """The stretch of prose in ``current`` ends: its lines, joined, are a segment."""
+    if current:
+        segments.append(" ".join(current))
+        current.clear()
 
 
 def find_degenerate(
