@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -23,7 +24,7 @@ from haltwise import (
 )
 from haltwise.engine.decisions import Decision
 from haltwise.engine.detectors import degenerate_text, find_degenerate, monologue
-from haltwise.engine.detectors._scan import COMPILED
+from haltwise.engine.detectors._scan import COMPILED, same_words
 from haltwise.engine.detectors._text import (
     _chant,
     _chunk_starts,
@@ -104,6 +105,43 @@ def test_a_message_is_the_same_whatever_its_white_space_and_however_it_is_report
     third = governor.handle(TurnEnded(text="I will now fix the bug.\n"))
     assert isinstance(third, Warn)
     assert "written 3 times" in third.message
+
+
+class _Text(str):
+    """A subclass of str, as some frameworks hand a model's text over."""
+
+
+def test_a_message_that_is_a_subclass_of_str_is_compared_by_its_words() -> None:
+    governor = _governor(monologue(10))
+    _talk(governor, _Text("I will now\nfix the bug."))
+    _talk(governor, "I will now fix  the bug.")
+    third = _talk(governor, _Text("I will now fix the bug. "))
+    assert isinstance(third, Warn)
+    assert "written 3 times" in third.message
+
+
+#: Words and the white space between them, Unicode's too (``str.split`` splits on all of it).
+_WORDS = st.sampled_from(
+    ["fix", "the", "bug", "fi", "x", " ", "  ", "\n", "\t", "\u3000", "\x1c", "é", "😀"]
+)
+
+
+@given(st.lists(_WORDS, max_size=12).map("".join), st.lists(_WORDS, max_size=12).map("".join))
+def test_two_texts_have_the_same_words_exactly_when_they_split_alike(a: str, b: str) -> None:
+    # Compiled, the words are compared where the texts lie; splitting them is the definition.
+    # Both builds run it.
+    assert same_words(a, b) == (a.split() == b.split())
+    assert same_words(a, a)
+
+
+@given(st.lists(st.tuples(_WORDS, st.sampled_from(["", " ", "\n\t", "\u3000", None])), max_size=12))
+def test_two_texts_that_space_the_same_pieces_apart_differently(pieces: list[Any]) -> None:
+    # The second text drops, adds or changes the white space after each piece of the first:
+    # words joined, split or left alone, at every place.
+    first = "".join(piece for piece, _ in pieces)
+    second = "".join(piece if after is None else piece + after for piece, after in pieces)
+    assert same_words(first, second) == (first.split() == second.split())
+    assert same_words(second, first) == (first.split() == second.split())
 
 
 def test_a_tool_call_or_a_user_message_starts_the_count_again() -> None:

@@ -266,6 +266,8 @@ cpdef list folded_lines(str text, Index most)
 cpdef str folded(str text)
 @cython.locals(spaced=bint, i=Index, c=Py_UCS4)
 cdef bint _is_folded(str text, Index start) noexcept
+@cython.locals(i=Index, j=Index, n=Index, m=Index, chars=Text, others=Text)
+cpdef bint same_words(str first, str second) except -1
 cpdef bytes line_hashes(list lines)
 cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,

@@ -54,6 +54,7 @@ __all__ = [
     "mask",
     "masked_lines",
     "quoted",
+    "same_words",
     "spans",
     "volatile_argument",
 ]
@@ -238,6 +239,32 @@ def _is_folded(text: str, start: int) -> bool:
             else:
                 spaced = True
     return not spaced or len(text) == start
+
+
+def same_words(first: str, second: str) -> bool:
+    """Whether ``first.split() == second.split()`` (the two fold to the same text), read word
+    by word from where the texts lie: two texts that differ mostly do so in their first words,
+    and neither is folded or split to say so."""
+    i = j = 0
+    n = len(first)
+    m = len(second)
+    chars = _view(first)
+    others = _view(second)
+    while True:
+        while i < n and _char(chars, i).isspace():
+            i += 1
+        while j < m and _char(others, j).isspace():
+            j += 1
+        if i == n or j == m:
+            return i == n and j == m
+        while i < n and j < m and not _char(chars, i).isspace():
+            if _char(chars, i) != _char(others, j):
+                return False
+            i += 1
+            j += 1
+        # One word ended (or both): the other must end there too.
+        if (i < n and not _char(chars, i).isspace()) or (j < m and not _char(others, j).isspace()):
+            return False
 
 
 def line_hashes(lines: list[str]) -> bytes:

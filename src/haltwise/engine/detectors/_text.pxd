@@ -14,6 +14,7 @@ from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit,
                                               _mix, _word)
 
 from haltwise.engine.detectors._keys cimport folded
+from haltwise.engine.detectors._scan cimport same_words
 
 @cython.locals(segments=list, items=list, current=list, in_code=bint, line=str, head=Py_UCS4,
                stripped=str, first=Py_UCS4)

@@ -21,6 +21,7 @@ from ..state import Slot
 from ._base import CLEAR, Detector, LadderState, Verdict, check_int
 from ._base import options as _options
 from ._keys import folded
+from ._scan import same_words
 
 if TYPE_CHECKING:
     from .. import _pure as cython
@@ -240,7 +241,7 @@ def _frequent_word_starts(segment: str, words: list[str], chunk: int, repeats: i
 
 
 class _MonologueState(LadderState):
-    __slots__ = ("called", "last_text", "same", "streak", "texted", "written")
+    __slots__ = ("called", "same", "streak", "texted", "written")
 
     def __init__(self) -> None:
         super().__init__()
@@ -249,15 +250,14 @@ class _MonologueState(LadderState):
         #: Turns in a row without a tool call; of them, how many wrote the same text.
         self.streak = 0
         self.same = 0
-        #: The last text counted, folded, and as it was written.
-        self.last_text: str | None = None
+        #: The last text counted, as it was written.
         self.written: str | None = None
         #: Whether a response of the current turn wrote text: its end reports it again.
         self.texted = False
 
     def forget(self) -> None:
         self.streak = self.same = 0
-        self.last_text = self.written = None
+        self.written = None
 
 
 class _Monologue(Detector):
@@ -317,17 +317,24 @@ class _Monologue(Detector):
 
     def _text(self, state: _MonologueState, text: str) -> None:
         """Count ``text``: the same message as the last one (once folded) or a new one."""
-        if text != state.written:  # the same text as written needs no folding to compare
-            state.written = text
-            shown = folded(text)
-            if shown != state.last_text:
-                state.same = 1
-                state.last_text = shown
-                return
-        state.same += 1
+        written = state.written
+        state.written = text
+        if written is None or (text != written and not _same_words(text, written)):
+            state.same = 1
+        else:
+            state.same += 1
 
     def _nudge(self, what: str) -> str:
         return f"You seem to be stuck: {what}. Act with a tool, or give your final answer."
+
+
+def _same_words(first: str, second: str) -> bool:
+    """Whether ``first`` and ``second`` fold to the same text: read in place (``same_words``)
+    when both are strs, and split otherwise (a subclass of str, which a driver may hand over
+    and the compiled scans do not take)."""
+    if type(first) is str and type(second) is str:
+        return same_words(first, second)
+    return first.split() == second.split()
 
 
 def monologue(
