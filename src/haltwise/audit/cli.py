@@ -243,8 +243,8 @@ def run(args: argparse.Namespace) -> int:
             document["stuck_suggestion"] = None if fitted is None else fitted.record()
         if args.html:
             document["html"] = args.html
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # Encoded whole, then written once: ``json.dump`` writes each of its many pieces.
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         out = sys.stdout
         out.write(f"haltwise audit: {len(results)} runs replayed through {chosen!r}\n")
