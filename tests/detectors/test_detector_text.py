@@ -121,12 +121,15 @@ def test_a_message_that_is_a_subclass_of_str_is_compared_by_its_words() -> None:
 
 
 #: Words and the white space between them, Unicode's too (``str.split`` splits on all of it).
-_WORDS = st.sampled_from(
+_SPACED_WORDS = st.sampled_from(
     ["fix", "the", "bug", "fi", "x", " ", "  ", "\n", "\t", "\u3000", "\x1c", "é", "😀"]
 )
 
 
-@given(st.lists(_WORDS, max_size=12).map("".join), st.lists(_WORDS, max_size=12).map("".join))
+@given(
+    st.lists(_SPACED_WORDS, max_size=12).map("".join),
+    st.lists(_SPACED_WORDS, max_size=12).map("".join),
+)
 def test_two_texts_have_the_same_words_exactly_when_they_split_alike(a: str, b: str) -> None:
     # Compiled, the words are compared where the texts lie; splitting them is the definition.
     # Both builds run it.
@@ -134,7 +137,11 @@ def test_two_texts_have_the_same_words_exactly_when_they_split_alike(a: str, b: 
     assert same_words(a, a)
 
 
-@given(st.lists(st.tuples(_WORDS, st.sampled_from(["", " ", "\n\t", "\u3000", None])), max_size=12))
+@given(
+    st.lists(
+        st.tuples(_SPACED_WORDS, st.sampled_from(["", " ", "\n\t", "\u3000", None])), max_size=12
+    )
+)
 def test_two_texts_that_space_the_same_pieces_apart_differently(pieces: list[Any]) -> None:
     # The second text drops, adds or changes the white space after each piece of the first:
     # words joined, split or left alone, at every place.
@@ -286,7 +293,7 @@ def test_a_text_in_which_no_word_comes_back_is_not_searched_and_holds_no_chant(
 #: What a model's text is made of near the words the compiled pre-filter reads eight bytes at a
 #: time: words of eight characters and more, quote marks, Latin-1 white space and letters,
 #: controls, and wider characters (read one at a time).
-_WORDS = st.sampled_from(
+_PRE_FILTER_WORDS = st.sampled_from(
     [
         *("the ", "fix ", "abcdefgh", "abcdefghijk ", "x" * 9, ">", "> ", ">>quoted ", " "),
         *("\n", "\t", "\x85", "\xa0", "\x01", "é", "ÿÿÿÿÿÿÿÿ ", "\x1f", "日本 ", "word\x0b"),
@@ -294,7 +301,7 @@ _WORDS = st.sampled_from(
 )
 
 
-@given(st.lists(_WORDS, max_size=40).map("".join), st.integers(3, 30), st.integers(1, 6))
+@given(st.lists(_PRE_FILTER_WORDS, max_size=40).map("".join), st.integers(3, 30), st.integers(1, 6))
 def test_the_compiled_pre_filter_finds_what_counting_the_words_finds(
     text: str, chunk: int, repeats: int
 ) -> None:
@@ -308,6 +315,15 @@ def test_the_compiled_pre_filter_finds_what_counting_the_words_finds(
         or max(Counter(word.lstrip(">") for word in words).values()) >= repeats
     )
     assert _may_chant(text, chunk, repeats) == expected
+
+
+def test_the_pre_filter_counts_each_text_apart_whatever_came_before() -> None:
+    # Compiled, one table serves every count, its rows stamped by the count that wrote them:
+    # the words of a text counted before (a longer one, a shorter one) are not this text's.
+    for size in (5, 400, 9, 3_000, 9):
+        assert _may_chant("go " * size, 50, 10) == (size >= 10)
+        assert not _may_chant("go stop", 50, 2)
+        assert _may_chant("go stop go", 50, 2)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ, Py_UNICODE_ISSPACE
 from libc.stdlib cimport calloc, free
+from libc.string cimport memset
 
 from haltwise.engine.detectors._scan cimport (Char, _flagged_count, _lowest_bit, _maybe_blank,
                                               _mix, _word)
@@ -49,6 +50,54 @@ cdef inline unsigned long long* _new_table(Py_ssize_t entries, Py_ssize_t* mask)
         size *= 2
     mask[0] = size - 1
     return <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+
+# The table the chant pre-filter counts a text's words in (``_repeated_bytes``, ``_repeated_in``),
+# kept from one text to the next rather than made and zeroed for each: rows of a hash and, in a
+# second word, the stamp of the count that wrote it (its high 32 bits) and the hash's count. A
+# row stamped by an earlier count is empty for this one. Only C runs while a text's words are
+# counted (the GIL held, no Python called), so no two counts use it at once. It holds twice the
+# words of the longest text counted, at most (``_MAX_TEXT`` characters: 256 KB).
+cdef unsigned long long* _rows
+cdef Py_ssize_t _row_count
+cdef unsigned long long _stamp
+
+# The table for a count of ``entries`` words at most (``_new_table``'s rows), stamped anew; or
+# NULL when there is no memory for it.
+cdef inline unsigned long long* _stamped_table(Py_ssize_t entries, Py_ssize_t* mask) noexcept:
+    global _rows, _row_count, _stamp
+    cdef Py_ssize_t size = 16
+    cdef unsigned long long* rows
+    while size < 2 * entries:
+        size *= 2
+    if size > _row_count:
+        rows = <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
+        if rows == NULL:
+            return NULL
+        free(_rows)
+        _rows = rows
+        _row_count = size
+        _stamp = 0  # the rows are zeroed: no count has stamped them
+    _stamp += 1
+    if _stamp > 0xFFFFFFFFULL:
+        memset(_rows, 0, 2 * _row_count * sizeof(unsigned long long))
+        _stamp = 1
+    mask[0] = size - 1
+    return _rows
+
+# Count the hash ``h`` in ``table`` (a stamped one, probed from the hash's own row): its count
+# now.
+cdef inline Py_ssize_t _stamped_count(unsigned long long* table, Py_ssize_t mask,
+                                      unsigned long long h) noexcept:
+    cdef unsigned long long mark = _stamp << 32
+    cdef Py_ssize_t row = <Py_ssize_t>(h & <unsigned long long>mask)
+    while (table[2 * row + 1] & 0xFFFFFFFF00000000ULL) == mark:
+        if table[2 * row] == h:
+            table[2 * row + 1] += 1
+            return <Py_ssize_t>(table[2 * row + 1] & 0xFFFFFFFFULL)
+        row = (row + 1) & mask
+    table[2 * row] = h
+    table[2 * row + 1] = mark | 1
+    return 1
 
 # ``_text._word_starts`` in C: each word's start and row, and the table's rows (a hash and a
 # count), in memory of its own rather than in arrays made per segment.
@@ -140,7 +189,7 @@ cdef inline unsigned long long _bytes_hash(const unsigned char* text, Py_ssize_t
 # a time.
 cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssize_t chunk,
                                  Py_ssize_t repeats) except -1:
-    cdef Py_ssize_t blanks = 0, i = 0, start, hashed, row, mask
+    cdef Py_ssize_t blanks = 0, i = 0, start, hashed, mask
     cdef unsigned long long flagged
     while i + 8 <= n:
         blanks += _flagged_count(_maybe_blank(_word(text + i)))
@@ -149,42 +198,38 @@ cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssi
         blanks += text[i] <= 0x20 or text[i] >= 0x80
         i += 1
     # No more words than one in two characters, whatever the blanks.
-    cdef unsigned long long* table = _new_table(min(blanks, n // 2) + 1, &mask)
+    cdef unsigned long long* table = _stamped_table(min(blanks, n // 2) + 1, &mask)
     if table == NULL:
         raise MemoryError()
-    try:
-        i = 0
+    i = 0
+    while i < n:
+        if Py_UNICODE_ISSPACE(text[i]):
+            i += 1
+            continue
+        start = i
+        while i < n and text[i] == 62:  # ">": a quote's marks are no part of the word
+            i += 1
+        hashed = i
         while i < n:
+            if i + 8 <= n:
+                flagged = _maybe_blank(_word(text + i))
+                if flagged == 0:
+                    i += 8
+                    continue
+                i += _lowest_bit(flagged) >> 3
             if Py_UNICODE_ISSPACE(text[i]):
-                i += 1
-                continue
-            start = i
-            while i < n and text[i] == 62:  # ">": a quote's marks are no part of the word
-                i += 1
-            hashed = i
-            while i < n:
-                if i + 8 <= n:
-                    flagged = _maybe_blank(_word(text + i))
-                    if flagged == 0:
-                        i += 8
-                        continue
-                    i += _lowest_bit(flagged) >> 3
-                if Py_UNICODE_ISSPACE(text[i]):
-                    break
-                i += 1
-            if i - start >= chunk or repeats <= 1:
-                return True
-            row = _counted(table, mask, _bytes_hash(text, hashed, i))
-            if <Py_ssize_t>table[2 * row + 1] >= repeats:
-                return True
-        return False
-    finally:
-        free(table)
+                break
+            i += 1
+        if i - start >= chunk or repeats <= 1:
+            return True
+        if _stamped_count(table, mask, _bytes_hash(text, hashed, i)) >= repeats:
+            return True
+    return False
 
 cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
                               Py_ssize_t repeats) except -1:
     cdef Py_ssize_t words = 0
-    cdef Py_ssize_t index, row, mask, length
+    cdef Py_ssize_t index, mask, length
     cdef bint inside = False
     cdef bint leading = False
     cdef unsigned long long basis = 0xCBF29CE484222325ULL
@@ -201,35 +246,31 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
         return False
     if repeats <= 1:
         return True
-    cdef unsigned long long* table = _new_table(words, &mask)
+    cdef unsigned long long* table = _stamped_table(words, &mask)
     if table == NULL:
         raise MemoryError()
-    try:
-        inside = False
-        length = 0
-        for index in range(n + 1):
-            c = text[index] if index < n else 32
-            if Py_UNICODE_ISSPACE(c):
-                if inside:
-                    if length >= chunk:
-                        return True
-                    row = _counted(table, mask, h)
-                    if <Py_ssize_t>table[2 * row + 1] >= repeats:
-                        return True
-                inside = False
-                continue
-            if not inside:
-                inside = True
-                leading = True
-                length = 0
-                h = basis
-            length += 1
-            if leading and c == 62:  # ">"
-                continue
-            leading = False
-            h = (h ^ c) * prime
-        return False
-    finally:
-        free(table)
+    inside = False
+    length = 0
+    for index in range(n + 1):
+        c = text[index] if index < n else 32
+        if Py_UNICODE_ISSPACE(c):
+            if inside:
+                if length >= chunk:
+                    return True
+                if _stamped_count(table, mask, h) >= repeats:
+                    return True
+            inside = False
+            continue
+        if not inside:
+            inside = True
+            leading = True
+            length = 0
+            h = basis
+        length += 1
+        if leading and c == 62:  # ">"
+            continue
+        leading = False
+        h = (h ^ c) * prime
+    return False
 
 cpdef object _word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)
