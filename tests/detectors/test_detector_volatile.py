@@ -27,6 +27,7 @@ from haltwise.engine.detectors._keys import (
     _mask,
     _mask_text,
     _masked,
+    _masked_lines,
     _may_be_volatile,
     _pattern,
     _sample,
@@ -318,6 +319,42 @@ def test_long_lines_draw_a_rule_wherever_its_glyphs_fall(lines: list[str]) -> No
     lines = [f"{line} 1{'y' * 260}" for line in lines]
     text = "\n".join(lines)
     assert "\n".join(masked_lines(lines, False)) == _masked_at_once(text)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["a 1 ==== b", "é 2"],  # short: the rules too
+        [f"x 1 =-=-=- {'y' * 300}", "é 2"],  # long, and no line draws one: no rules
+        [f"x 1 =-=-=- {'y' * 300}", "é === 2"],  # one is drawn where the line is not ASCII
+        [f"x 1 =-=-=- {'y' * 300}", "é ─── 2", "z 3 ~~~~"],
+        [f"x 1 =-=-=- {'y' * 300}", "é ─── 2"],  # a wide rule is no ASCII one
+        ["é /tmp/abc 1", "tmpab12cd34 x", "no digit"],  # a temp path: every line
+    ],
+)
+def test_lines_not_all_ascii_take_the_rules_the_pattern_chose_for_them_all(
+    lines: list[str],
+) -> None:
+    assert _masked_lines(lines) == _mask_text("\n".join(lines)).split("\n")
+
+
+#: What stands in a line that is not ASCII: letters, a digit that is not ASCII, a wide rule, an
+#: emoji, a no-break space.
+_WIDE = st.sampled_from(["é", "µs", "٣", "───", "━━━━", "😀", "\xa0", "日本"])
+
+
+@given(
+    st.lists(
+        st.lists(_PIECES | _NEIGHBOURS | _WIDE, max_size=12).map("".join), min_size=1, max_size=12
+    )
+)
+def test_lines_not_all_ascii_are_masked_as_the_pattern_masks_them_joined(lines: list[str]) -> None:
+    # Compiled, when some lines are not ASCII, the ASCII ones are masked by the scan with the
+    # rules the pattern chose for them all, the others by the pattern. Both builds run it.
+    lines = [line.replace("\n", " ") for line in lines]
+    text = "\n".join(lines)
+    for _ in range(2):  # the second time, the lines are remembered
+        assert _masked_lines(lines) == _mask_text(text).split("\n")
 
 
 @given(st.lists(_PIECES | _NEIGHBOURS, max_size=12).map("".join), st.booleans())

@@ -348,10 +348,50 @@ def _masked_lines(lines: list[str]) -> list[str]:
     none of them). Compiled, ASCII lines are masked one by one with the scan
     (``_scan.masked_lines``)."""
     text = "\n".join(lines)
-    if _scannable(text) and text.isascii():
-        return _scan.masked_lines(lines, "tmp" in text or "/var/folders" in text)
+    if _scannable(text):
+        every = "tmp" in text or "/var/folders" in text
+        if text.isascii():
+            return _scan.masked_lines(lines, every)
+        return _masked_mixed(lines, every)
     masked = _mask_text(text)
     return lines if masked == text else masked.split("\n")
+
+
+def _masked_mixed(lines: list[str], every: bool) -> list[str]:
+    """``_masked_lines`` of lines not all ASCII, compiled: ``_mask_text``'s lines (every one if
+    ``every``, else those with a digit) and its choice of the rules, made from them joined;
+    then each ASCII one of them masked by the scan, the others by ``_mask_text``'s pattern. No
+    mask spans a line break, and over ASCII the two find the same spans."""
+    marked = (
+        list(range(len(lines)))
+        if every
+        else [index for index, line in enumerate(lines) if _ASCII_DIGIT.search(line)]
+    )
+    if not marked:
+        return lines
+    chosen = "\n".join([lines[index] for index in marked])
+    # As ``_pattern`` chooses them, ASCII or not: the rules too in a short text or where a
+    # line draws one.
+    rules = len(chosen) < _scan.SHORT
+    for needle in _EXTRAS[-1][0]:
+        rules = rules or needle in chosen
+    masked = list(lines)
+    wide: list[int] = []
+    changed = False
+    for index in marked:
+        line = lines[index]
+        if line.isascii():
+            done = _scan.mask_line(line, rules)
+            if done != line:
+                masked[index] = done
+                changed = True
+        else:
+            wide.append(index)
+    if wide:
+        _pattern(chosen).mask(masked, wide)
+        for index in wide:
+            changed = changed or masked[index] != lines[index]
+    return masked if changed else lines
 
 
 #: In arguments only ids and clocks are volatile: a number there is what the model asked for.

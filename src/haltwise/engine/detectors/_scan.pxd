@@ -282,6 +282,7 @@ cpdef bint volatile_argument(str text) except -1
 cpdef list quoted(str text)
 @cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
 cdef str _masked_line(str line, bint rules, dict seen)
+cpdef str mask_line(str line, bint rules)
 @cython.locals(chars=Text, first=Py_UCS4, size=Index, glued=bint, colon=Index, second=Py_UCS4,
                last=Py_UCS4)
 cpdef str mask(str text, Index start, Index end)

@@ -52,6 +52,7 @@ __all__ = [
     "folded_lines",
     "line_hashes",
     "mask",
+    "mask_line",
     "masked_lines",
     "quoted",
     "same_words",
@@ -488,6 +489,12 @@ def exception_name(text: str) -> str | None:
                     return text[first:run]
         end = start - 1
     return None
+
+
+def mask_line(line: str, rules: bool) -> str:
+    """``line`` (ASCII) with its volatile spans masked, the rules among them only if
+    ``rules``."""
+    return _masked_line(line, rules, None)
 
 
 def _masked_line(line: str, rules: bool, seen: dict[str, str] | None) -> str:
