@@ -5,8 +5,10 @@ cimport cython
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
-# The scans' cpdef functions, called in C (``_scan.folded(text)`` and the like).
-from haltwise.engine.detectors cimport _scan
+# The scans' cpdef functions, called in C (``_scan.folded(text)`` and the like). Cimported by
+# the module's full name: ``from haltwise.engine.detectors cimport _scan`` hides from cythonize
+# that this module (and those that cimport it) must be translated again when _scan.pxd changes.
+cimport haltwise.engine.detectors._scan as _scan
 
 cdef class ActionInfo:
     cdef readonly object key, name  # the tool's name as the driver gave it
