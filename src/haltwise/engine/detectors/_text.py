@@ -329,10 +329,11 @@ class _Monologue(Detector):
 
 
 def _same_words(first: str, second: str) -> bool:
-    """Whether ``first`` and ``second`` fold to the same text: read in place (``same_words``)
-    when both are strs, and split otherwise (a subclass of str, which a driver may hand over
-    and the compiled scans do not take)."""
-    if type(first) is str and type(second) is str:
+    """Whether ``first`` and ``second`` fold to the same text: compiled, read in place
+    (``same_words``) when both are strs; split otherwise (interpreted, where ``split`` runs in
+    C and a loop over characters in Python would cost twenty times more; or a subclass of str,
+    which a driver may hand over and the compiled scans do not take)."""
+    if cython.compiled and type(first) is str and type(second) is str:
         return same_words(first, second)
     return first.split() == second.split()
 
