@@ -2,8 +2,9 @@
 # strs and lists it reads typed, so that its loops over a segment's places run in C. Every
 # segment and word is a str the search made itself (joined or split), never a subclass of str.
 # Two of its functions are written here in C, over a str's characters where they lie and with
-# tables in memory of their own: the count of a text's words that decides whether it is
-# searched at all (``_repeated_word``), and the count of a segment's (``_word_table``).
+# a table in memory of its own, kept from one count to the next: the count of a text's words
+# that decides whether it is searched at all (``_repeated_word``), and the count of a segment's
+# (``_word_table``).
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -29,40 +30,20 @@ cpdef list _chunk_starts(str segment, Py_ssize_t chunk)
 @cython.locals(places=list, limit=Py_ssize_t, position=Py_ssize_t, word=str)
 cpdef list _frequent_word_starts(str segment, list words, Py_ssize_t chunk, Py_ssize_t repeats)
 
-# Count the hash ``h`` in ``table`` (rows of a hash and a count, ``mask + 1`` of them, probed in
-# turn from the hash's own; 0 marks an empty row, so a hash of 0 is counted as 1): its row.
-cdef inline Py_ssize_t _counted(unsigned long long* table, Py_ssize_t mask,
-                                unsigned long long h) noexcept:
-    cdef unsigned long long key = h if h else 1
-    cdef Py_ssize_t row = <Py_ssize_t>(key & <unsigned long long>mask)
-    while table[2 * row] != 0 and table[2 * row] != key:
-        row = (row + 1) & mask
-    table[2 * row] = key
-    table[2 * row + 1] += 1
-    return row
-
-# A zeroed table for ``entries`` hashes at most (rows of a hash and a count, a power of two of
-# them and at least twice the entries), or NULL when there is no memory for it; ``mask`` is set
-# to its rows less one.
-cdef inline unsigned long long* _new_table(Py_ssize_t entries, Py_ssize_t* mask) noexcept:
-    cdef Py_ssize_t size = 16
-    while size < 2 * entries:
-        size *= 2
-    mask[0] = size - 1
-    return <unsigned long long*>calloc(2 * size, sizeof(unsigned long long))
-
-# The table the chant pre-filter counts a text's words in (``_repeated_bytes``, ``_repeated_in``),
-# kept from one text to the next rather than made and zeroed for each: rows of a hash and, in a
-# second word, the stamp of the count that wrote it (its high 32 bits) and the hash's count. A
-# row stamped by an earlier count is empty for this one. Only C runs while a text's words are
-# counted (the GIL held, no Python called), so no two counts use it at once. It holds twice the
-# words of the longest text counted, at most (``_MAX_TEXT`` characters: 256 KB).
+# The table a text's or a segment's words are counted in (``_repeated_bytes``, ``_repeated_in``,
+# ``_word_table``), kept from one count to the next rather than made and zeroed for each: rows
+# of a hash and, in a second word, the stamp of the count that wrote it (its high 32 bits) and
+# the hash's count. A row stamped by an earlier count is empty for this one. Only C runs while
+# words are counted and their counts read (the GIL held, no Python called), so no two counts use
+# it at once. It holds twice the words of the longest text counted, at most (``_MAX_TEXT``
+# characters: 256 KB).
 cdef unsigned long long* _rows
 cdef Py_ssize_t _row_count
 cdef unsigned long long _stamp
 
-# The table for a count of ``entries`` words at most (``_new_table``'s rows), stamped anew; or
-# NULL when there is no memory for it.
+# The table for a count of ``entries`` words at most (a power of two of rows, at least twice the
+# entries), stamped anew; or NULL when there is no memory for it. ``mask`` is set to its rows
+# less one.
 cdef inline unsigned long long* _stamped_table(Py_ssize_t entries, Py_ssize_t* mask) noexcept:
     global _rows, _row_count, _stamp
     cdef Py_ssize_t size = 16
@@ -84,23 +65,26 @@ cdef inline unsigned long long* _stamped_table(Py_ssize_t entries, Py_ssize_t* m
     mask[0] = size - 1
     return _rows
 
-# Count the hash ``h`` in ``table`` (a stamped one, probed from the hash's own row): its count
-# now.
-cdef inline Py_ssize_t _stamped_count(unsigned long long* table, Py_ssize_t mask,
-                                      unsigned long long h) noexcept:
+# Count the hash ``h`` in ``table`` (a stamped one, probed from the hash's own row): its row.
+cdef inline Py_ssize_t _counted(unsigned long long* table, Py_ssize_t mask,
+                                unsigned long long h) noexcept:
     cdef unsigned long long mark = _stamp << 32
     cdef Py_ssize_t row = <Py_ssize_t>(h & <unsigned long long>mask)
     while (table[2 * row + 1] & 0xFFFFFFFF00000000ULL) == mark:
         if table[2 * row] == h:
             table[2 * row + 1] += 1
-            return <Py_ssize_t>(table[2 * row + 1] & 0xFFFFFFFFULL)
+            return row
         row = (row + 1) & mask
     table[2 * row] = h
     table[2 * row + 1] = mark | 1
-    return 1
+    return row
 
-# ``_text._word_starts`` in C: each word's start and row, and the table's rows (a hash and a
-# count), in memory of its own rather than in arrays made per segment.
+# How often the hash of ``row`` was counted.
+cdef inline Py_ssize_t _count_at(unsigned long long* table, Py_ssize_t row) noexcept:
+    return <Py_ssize_t>(table[2 * row + 1] & 0xFFFFFFFFULL)
+
+# ``_text._word_starts`` in C: each word's start and row in memory of its own rather than in
+# arrays made per segment, the words counted in the kept table.
 cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats):
     cdef Py_ssize_t n = len(segment)
     cdef int kind = PyUnicode_KIND(segment)
@@ -115,12 +99,12 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
     cdef unsigned long long prime = 0x100000001B3ULL
     cdef unsigned long long h = basis
     cdef Py_UCS4 c
-    cdef list places
+    cdef Py_ssize_t kept = 0
     for index in range(n):
         if PyUnicode_READ(kind, data, index) == 32:
             count += 1
     cdef Py_ssize_t* words = <Py_ssize_t*>PyMem_Malloc(2 * count * sizeof(Py_ssize_t))
-    cdef unsigned long long* table = _new_table(count, &mask)
+    cdef unsigned long long* table = _stamped_table(count, &mask)
     try:
         if words == NULL or table == NULL:
             raise MemoryError()
@@ -134,7 +118,7 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
             if index - 1 - start >= chunk:
                 return None
             row = _counted(table, mask, h)
-            seen = <Py_ssize_t>table[2 * row + 1]
+            seen = _count_at(table, row)
             if seen > most:
                 most = seen
             words[2 * word] = start
@@ -142,20 +126,21 @@ cdef inline object _word_table(str segment, Py_ssize_t chunk, Py_ssize_t repeats
             word += 1
             h = basis
             start = index
-        places = []
         if most < repeats:
-            return places
+            return []
+        # The starts kept are gathered in C (over those read already) before a list is made of
+        # them: no Python runs while the table is read.
         limit = n - chunk
         for word in range(count):
             start = words[2 * word]
             if start > limit:
                 break
-            if <Py_ssize_t>table[2 * words[2 * word + 1] + 1] >= repeats:
-                places.append(start)
-        return places
+            if _count_at(table, words[2 * word + 1]) >= repeats:
+                words[kept] = start
+                kept += 1
+        return [words[word] for word in range(kept)]
     finally:
         PyMem_Free(words)
-        free(table)
 
 # ``_text._may_chant`` in C: the words of ``text`` (runs of characters that are not white
 # space) counted by an FNV-1a hash of each, its leading ``>`` aside, in a table of their own.
@@ -222,7 +207,7 @@ cdef inline bint _repeated_bytes(const unsigned char* text, Py_ssize_t n, Py_ssi
             i += 1
         if i - start >= chunk or repeats <= 1:
             return True
-        if _stamped_count(table, mask, _bytes_hash(text, hashed, i)) >= repeats:
+        if _count_at(table, _counted(table, mask, _bytes_hash(text, hashed, i))) >= repeats:
             return True
     return False
 
@@ -257,7 +242,7 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
             if inside:
                 if length >= chunk:
                     return True
-                if _stamped_count(table, mask, h) >= repeats:
+                if _count_at(table, _counted(table, mask, h)) >= repeats:
                     return True
             inside = False
             continue
