@@ -498,12 +498,13 @@ def error_class(
         return None
     head = content[:HEAD_CHARS]
     tail = content[-TAIL_CHARS:] if len(content) > HEAD_CHARS else ""
-    if _scannable(content) and content.isascii():
-        # Read apart: no word holds the line break that would join them.
+    if _scannable(content):
+        # Read apart: no word holds the line break that would join them. A text past Latin-1
+        # is lowered and searched by ``found`` itself.
         words = _ERROR_WORDS.found(head) | (_ERROR_WORDS.found(tail) if tail else 0)
     else:
-        # Interpreted, or not ASCII: lowered, then searched for what is read of the answer
-        # below (a kind's word, the first phrase, "fo"), each search a pass of its own.
+        # Interpreted: lowered, then searched for what is read of the answer below (a kind's
+        # word, the first phrase, "fo"), each search a pass of its own, and no more of them.
         lowered = (head + "\n" + tail).lower() if tail else head.lower()
         words = 0
         if (
