@@ -23,7 +23,7 @@ cdef class Recent:
 
     @cython.locals(memo=tuple, signature=cython.ulonglong, size=Py_ssize_t, answer=bint)
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
-    @cython.locals(info=ResultInfo, changed=Py_ssize_t, lines=bytes)
+    @cython.locals(changed=Py_ssize_t, lines=bytes, infos=list)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
     @cython.locals(info=ResultInfo)
     cpdef push(self, object key, ResultInfo result)
@@ -43,11 +43,14 @@ cdef inline bint _remembered(unsigned long long h, list infos, bint masked) noex
             return True
     return False
 
+# The window's results, in a list made once for _unseen_lines and _new_text.
+cdef inline list _results(object items):
+    return [info for _, info in items]
+
 cdef inline Py_ssize_t _line_count(bytes lines) noexcept:
     return len(lines) // 16
 
-cdef inline Py_ssize_t _unseen_lines(bytes lines, object items) except -1:
-    cdef list infos = [info for _, info in items]
+cdef inline Py_ssize_t _unseen_lines(bytes lines, list infos) except -1:
     cdef const char* pairs = lines
     cdef Py_ssize_t i, changed = 0
     cdef unsigned long long h
@@ -57,8 +60,7 @@ cdef inline Py_ssize_t _unseen_lines(bytes lines, object items) except -1:
             changed += 1
     return changed
 
-cdef inline bint _new_text(bytes lines, object items) except -1:
-    cdef list infos = [info for _, info in items]
+cdef inline bint _new_text(bytes lines, list infos) except -1:
     cdef const char* pairs = lines
     cdef Py_ssize_t i
     cdef unsigned long long h

@@ -142,9 +142,10 @@ class Recent:
             return True
         if lines:
             # Each line looked up in each result's lines: cheaper than building their union.
-            changed = _unseen_lines(lines, items)
+            infos = _results(items)
+            changed = _unseen_lines(lines, infos)
             if changed:
-                if _new_text(lines, items):
+                if _new_text(lines, infos):
                     return True  # a line of new text
                 if 2 * changed >= _line_count(lines):
                     return True
@@ -188,19 +189,24 @@ if not cython.compiled:
         """How many lines a result's line hashes are of."""
         return len(lines)
 
-    def _unseen_lines(lines: Any, items: Iterable[tuple[int, Any]]) -> int:
-        """How many of ``lines`` no result of ``items`` remembers as they are."""
-        exacts = [info.exact for _, info in items]
+    def _results(items: Iterable[tuple[int, Any]]) -> Iterable[tuple[int, Any]]:
+        """What ``_unseen_lines`` and ``_new_text`` read the window's results from: its items
+        themselves (compiled, a list of the results, made once for both)."""
+        return items
+
+    def _unseen_lines(lines: Any, infos: Iterable[tuple[int, Any]]) -> int:
+        """How many of ``lines`` none of the results of ``infos`` remembers as they are."""
+        exacts = [info.exact for _, info in infos]
         changed = 0
         for line, _ in lines:
             if not _seen(line, exacts):
                 changed += 1
         return changed
 
-    def _new_text(lines: Any, items: Iterable[tuple[int, Any]]) -> bool:
-        """Whether a line of ``lines`` is new text: no result of ``items`` remembers it, even
-        with its numbers masked."""
-        masks = [info.masked for _, info in items]
+    def _new_text(lines: Any, infos: Iterable[tuple[int, Any]]) -> bool:
+        """Whether a line of ``lines`` is new text: none of the results of ``infos`` remembers
+        it, even with its numbers masked."""
+        masks = [info.masked for _, info in infos]
         for _, masked in lines:  # noqa: SIM110 (a loop: see _seen)
             if not _seen(masked, masks):
                 return True
