@@ -164,15 +164,13 @@ _WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═�
 
 
 class Masker:
-    """A volatile-span pattern, whether the rules are among its branches, and the lines it has
-    masked, by what they were (at most ``_scan.SEEN_LINES``)."""
+    """A volatile-span pattern and the lines it has masked, by what they were (at most
+    ``_scan.SEEN_LINES``)."""
 
-    __slots__ = ("pattern", "rules", "seen")
+    __slots__ = ("pattern", "seen")
 
-    def __init__(self, pattern: re.Pattern[str], rules: bool) -> None:
+    def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
-        #: Whether it masks the rules drawn with ``=_~*#-`` (the last of ``_EXTRAS``).
-        self.rules = rules
         self.seen: dict[str, str] = {}
 
     def sub(self, text: str) -> str:
@@ -204,10 +202,7 @@ def _volatile(extras: tuple[int, ...], wide: bool) -> Masker:
     branches = [*_CORE, *(branch for index in extras for branch in _EXTRAS[index][1])]
     if wide:
         branches.append(_WIDE_RULES)
-    return Masker(
-        re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches)),
-        len(_EXTRAS) - 1 in extras,
-    )
+    return Masker(re.compile("|".join(f"[{first}](?:{rest})" for first, rest in branches)))
 
 
 @functools.lru_cache(maxsize=2)
@@ -230,8 +225,7 @@ def _dispatched(rules: bool) -> Masker:
                 for character, alternatives in rests.items()
             ),
             re.ASCII,  # the same classes over ASCII text, tested without Unicode tables
-        ),
-        rules,
+        )
     )
 
 
@@ -365,8 +359,8 @@ def _masked_lines(lines: list[str]) -> list[str]:
 
 def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     """``_masked_lines`` of lines not all ASCII, compiled: ``_mask_text``'s lines (every one if
-    ``every``, else those with a digit) and its pattern for them joined; then each ASCII one
-    masked by the scan, with the rules if the pattern has them, the others by the pattern. No
+    ``every``, else those with a digit) and its choice of the rules, made from them joined;
+    then each ASCII one of them masked by the scan, the others by ``_mask_text``'s pattern. No
     mask spans a line break, and over ASCII the two find the same spans."""
     marked = (
         list(range(len(lines)))
@@ -376,8 +370,11 @@ def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     if not marked:
         return lines
     chosen = "\n".join([lines[index] for index in marked])
-    masker = _pattern(chosen)
-    rules = masker.rules
+    # As ``_pattern`` chooses them, ASCII or not: the rules too in a short text or where a
+    # line draws one.
+    rules = len(chosen) < _scan.SHORT
+    for needle in _EXTRAS[-1][0]:
+        rules = rules or needle in chosen
     masked = list(lines)
     wide: list[int] = []
     changed = False
@@ -391,7 +388,7 @@ def _masked_mixed(lines: list[str], every: bool) -> list[str]:
         else:
             wide.append(index)
     if wide:
-        masker.mask(masked, wide)
+        _pattern(chosen).mask(masked, wide)
         for index in wide:
             changed = changed or masked[index] != lines[index]
     return masked if changed else lines
