@@ -111,8 +111,10 @@ cpdef object error_class(object content, bint is_error=*, object exit_code=*)
 # The analysis's own steps, called in C from one another (each is also a Python function).
 cpdef object _masked_lines(object lines)
 @cython.locals(marked=list, chosen=str, rules=bint, masked=list, wide=list, changed=bint,
-               index=Py_ssize_t, line=str, done=str, needle=str)
+               index=Py_ssize_t, line=str, done=str)
 cpdef object _masked_mixed(object lines, bint every)
+@cython.locals(needle=str)
+cpdef bint _has_rules(object text) except -1
 cpdef object _volatile_in(object value)
 cpdef object _mask_value(object value)
 cpdef object _is_flat(object arguments, object ignored)

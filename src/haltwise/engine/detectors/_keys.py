@@ -238,10 +238,7 @@ def _pattern(text: str) -> Masker:
         # Every substring test but the rules' looks for what each match of its branches holds
         # (in ASCII text, where a digit is 0-9): only the rules' decides anything here, since
         # ``=-=-`` is a rule that none of theirs finds.
-        rule_needles = _EXTRAS[-1][0]
-        return _dispatched(
-            len(text) < _scan.SHORT or any(needle in text for needle in rule_needles)
-        )
+        return _dispatched(_has_rules(text))
     if len(text) < _scan.SHORT:
         return _EVERY_BRANCH
     extras = tuple(
@@ -250,6 +247,18 @@ def _pattern(text: str) -> Masker:
         if any(needle in text for needle in needles)
     )
     return _volatile(extras, True)
+
+
+def _has_rules(text: str) -> bool:
+    """Whether ``_pattern``'s for ``text`` masks the rules drawn with ``=_~*#-`` (ASCII or not:
+    a short text, or one where a rule is drawn with three glyphs of one)."""
+    if len(text) < _scan.SHORT:
+        return True
+    # A loop, not any() over a generator: compiled, a generator cannot be in a cpdef function.
+    for needle in _EXTRAS[-1][0]:  # noqa: SIM110
+        if needle in text:
+            return True
+    return False
 
 
 _NUMBER = re.compile(r"\d+")
@@ -359,8 +368,8 @@ def _masked_lines(lines: list[str]) -> list[str]:
 
 def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     """``_masked_lines`` of lines not all ASCII, compiled: ``_mask_text``'s lines (every one if
-    ``every``, else those with a digit) and its choice of the rules, made from them joined;
-    then each ASCII one of them masked by the scan, the others by ``_mask_text``'s pattern. No
+    ``every``, else those with a digit), and its pattern's choice of the rules for them joined
+    (``_has_rules``); then each ASCII one masked by the scan, the others by the pattern. No
     mask spans a line break, and over ASCII the two find the same spans."""
     marked = (
         list(range(len(lines)))
@@ -370,11 +379,7 @@ def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     if not marked:
         return lines
     chosen = "\n".join([lines[index] for index in marked])
-    # As ``_pattern`` chooses them, ASCII or not: the rules too in a short text or where a
-    # line draws one.
-    rules = len(chosen) < _scan.SHORT
-    for needle in _EXTRAS[-1][0]:
-        rules = rules or needle in chosen
+    rules = _has_rules(chosen)
     masked = list(lines)
     wide: list[int] = []
     changed = False
