@@ -114,7 +114,7 @@ cpdef object _masked_lines(object lines)
                index=Py_ssize_t, line=str, done=str)
 cpdef object _masked_mixed(object lines, bint every)
 @cython.locals(needle=str)
-cpdef bint _has_rules(object text) except -1
+cpdef bint _rule_drawn(object text) except -1
 cpdef object _volatile_in(object value)
 cpdef object _mask_value(object value)
 cpdef object _is_flat(object arguments, object ignored)

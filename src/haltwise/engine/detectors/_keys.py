@@ -238,7 +238,7 @@ def _pattern(text: str) -> Masker:
         # Every substring test but the rules' looks for what each match of its branches holds
         # (in ASCII text, where a digit is 0-9): only the rules' decides anything here, since
         # ``=-=-`` is a rule that none of theirs finds.
-        return _dispatched(_has_rules(text))
+        return _dispatched(len(text) < _scan.SHORT or _rule_drawn(text))
     if len(text) < _scan.SHORT:
         return _EVERY_BRANCH
     extras = tuple(
@@ -249,11 +249,10 @@ def _pattern(text: str) -> Masker:
     return _volatile(extras, True)
 
 
-def _has_rules(text: str) -> bool:
-    """Whether ``_pattern``'s for ``text`` masks the rules drawn with ``=_~*#-`` (ASCII or not:
-    a short text, or one where a rule is drawn with three glyphs of one)."""
-    if len(text) < _scan.SHORT:
-        return True
+def _rule_drawn(text: str) -> bool:
+    """Whether a rule is drawn in ``text`` with three glyphs of one (``=_~*#-``): with a text
+    under ``_scan.SHORT`` characters, what decides whether ``_pattern``'s pattern for it masks
+    the rules, ASCII or not."""
     # A loop, not any() over a generator: compiled, a generator cannot be in a cpdef function.
     for needle in _EXTRAS[-1][0]:  # noqa: SIM110
         if needle in text:
@@ -369,7 +368,7 @@ def _masked_lines(lines: list[str]) -> list[str]:
 def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     """``_masked_lines`` of lines not all ASCII, compiled: ``_mask_text``'s lines (every one if
     ``every``, else those with a digit), and its pattern's choice of the rules for them joined
-    (``_has_rules``); then each ASCII one masked by the scan, the others by the pattern. No
+    (``_rule_drawn``); then each ASCII one masked by the scan, the others by the pattern. No
     mask spans a line break, and over ASCII the two find the same spans."""
     marked = (
         list(range(len(lines)))
@@ -379,7 +378,7 @@ def _masked_mixed(lines: list[str], every: bool) -> list[str]:
     if not marked:
         return lines
     chosen = "\n".join([lines[index] for index in marked])
-    rules = _has_rules(chosen)
+    rules = len(chosen) < _scan.SHORT or _rule_drawn(chosen)
     masked = list(lines)
     wide: list[int] = []
     changed = False
