@@ -10,6 +10,7 @@ requires the same decisions.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from hypothesis import given, settings
@@ -34,6 +35,7 @@ from haltwise import (
     TurnEnded,
     TurnStarting,
     Warn,
+    max_tokens,
     max_tool_calls,
     max_turns,
     timeout,
@@ -62,6 +64,28 @@ def test_each_spending_event_sees_the_deadline_pass() -> None:
         assert stop.outcome.status is Status.TIMED_OUT
         # Checked before it spends (refused, not sent) or after it returned (counted).
         assert stop.provider_called is (event in after)
+
+
+def test_the_first_event_past_a_deadline_on_the_monotonic_clock_stops() -> None:
+    """On the default clock, ``time.monotonic``, which the compiled dispatch reads in C: every
+    event before the deadline goes on, on the fast path, and the first after it stops."""
+    seconds = 0.5
+    governor = Governor(max_turns(100) | max_tokens(10**9) | timeout(seconds=seconds))
+    started = time.monotonic()
+    assert governor.handle(RunStarted("task")) is CONTINUE
+    for _ in range(5):
+        for event in (
+            TurnStarting(),
+            ModelRequest("gpt-4o", max_tokens=100),
+            ModelResponse("gpt-4o", 1_000, 50),
+        ):
+            decision = governor.handle(event)
+            assert decision is CONTINUE or time.monotonic() - started >= seconds, decision
+    while time.monotonic() - started <= seconds:
+        time.sleep(0.01)
+    stop = governor.handle(ModelRequest("gpt-4o", max_tokens=100))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.status is Status.TIMED_OUT
 
 
 def test_turn_ended_does_not_end_a_run_on_time() -> None:

@@ -39,6 +39,8 @@ longlong = int
 ulonglong = int
 #: Compiled: a C int read as a truth value. Interpreted: a bool.
 bint = bool
+#: Compiled: a C double. Interpreted: a float.
+double = float
 
 
 def cast(kind: type[_T], value: Any) -> _T:

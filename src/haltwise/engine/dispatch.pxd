@@ -3,6 +3,7 @@
 
 cimport cython
 from cpython.pythread cimport PyThread_get_thread_ident
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from haltwise.engine.events cimport ModelRequest, ModelResponse, check
 from haltwise.engine.state cimport InFlight, Slot, Tally
@@ -24,7 +25,9 @@ cdef class Check:
 
 cdef class Dispatch:
     cdef readonly object governor
-    cdef public object clock, due, hot, early
+    cdef readonly object clock
+    cdef readonly bint monotonic
+    cdef public object due, hot, early
     cdef public tuple locking
     cdef public bint plain
     cdef readonly bint fast_request, fast_response
@@ -51,8 +54,18 @@ cdef class Dispatch:
     @cython.locals(found=tuple)
     cdef wide _worst(self, object model, long long prompt, long long wanted) except? -2
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int, used=wide, priced=wide, counted=cython.longlong)
+                   kind=int, used=wide, priced=wide, counted=cython.longlong, reservation=tuple,
+                   held_prompt=cython.longlong, held_output=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
+
+# ``time.monotonic()``, read as Python 3.11 to 3.13 read it (``_PyTime_AsSecondsDouble``).
+cdef inline double _monotonic() noexcept nogil:
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    cdef long long nanoseconds = now.tv_sec * 1000000000LL + now.tv_nsec
+    if nanoseconds % 1000000000LL == 0:
+        return <double>(nanoseconds // 1000000000LL)
+    return <double>nanoseconds / 1e9
 
 # The governor's reentrant lock (dispatch.py's Lock). Each step below runs while the interpreter
 # lock is held, with no Python call between reading a field and writing one, so that no other
@@ -120,10 +133,24 @@ cdef inline int _give(Lock lock) except -1:
             lock._real.release()
     return 0
 
-@cython.locals(natural=cython.longlong)
-cdef long long _natural(object value) except? -1
-@cython.locals(whole=wide)
-cdef wide _whole(object value) except? -1
+# dispatch.py's ``_natural`` and ``_whole``, inline: the handlers convert a dozen values an LLM
+# call.
+cdef inline long long _natural(object value) except? -1:
+    if type(value) is not int:
+        raise TypeError(value)
+    cdef long long natural = value
+    if natural >> 62:
+        raise OverflowError(value)
+    return natural
+
+cdef inline wide _whole(object value) except? -1:
+    if type(value) is not int:
+        raise TypeError(value)
+    cdef wide whole = value
+    if not -1 <= whole >> 120 <= 0:
+        raise OverflowError(value)
+    return whole
+
 @cython.locals(narrow=cython.longlong)
 cdef object _money(wide value)
 @cython.locals(read=cython.longlong, written=cython.longlong, plain=cython.longlong, cost=wide)

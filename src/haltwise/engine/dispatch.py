@@ -33,6 +33,7 @@ same code on Python ints.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from .decisions import CONTINUE, Block, Decision, Warn, joined
@@ -113,6 +114,7 @@ class Dispatch:
         "governor",
         "hot",
         "locking",
+        "monotonic",
         "plain",
         "priced",
         "run",
@@ -129,6 +131,8 @@ class Dispatch:
         #: so that a new lock replaces all four at once.
         self.locking: tuple[Any, Any, Any, bool] = _locking(lock)
         self.clock = clock
+        #: Whether the clock is ``time.monotonic``, which the compiled dispatch reads in C.
+        self.monotonic = clock is time.monotonic
         #: The earliest deadline of the plain time limits left out of the checks (None: none).
         self.due: float | None = None
         #: True while nothing but the limits can change the next decision (the fast path).
@@ -178,8 +182,14 @@ class Dispatch:
             acquire()
         try:
             due = self.due
-            if due is not None and self.clock() >= due:
-                self.governor._time_is_up()
+            if due is not None:
+                # Compiled, ``time.monotonic`` is read in C, as Python reads it.
+                if cython.compiled and self.monotonic:
+                    late = _monotonic() >= cython.cast(cython.double, due)
+                else:
+                    late = self.clock() >= due
+                if late:
+                    self.governor._time_is_up()
             if self.plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 kind = type(event)
@@ -410,8 +420,10 @@ class Dispatch:
             # method call (the common case: the one request in flight taken out).
             reservation = requests[index]
             del requests[index]
-            flight.input_tokens -= reservation[2]
-            flight.output_tokens -= reservation[3]
+            held_prompt: int = reservation[2]  # compiled, C integers: counts of at most MAX_COUNT
+            held_output: int = reservation[3]
+            flight.input_tokens -= held_prompt
+            flight.output_tokens -= held_output
             held = reservation[4]
             if held is not None:
                 flight.cost -= held
@@ -562,7 +574,8 @@ class Lock:
 
 if not cython.compiled:
     # Compiled, ``dispatch.pxd`` takes and lets go a Lock in C (the interpreter lock keeps each
-    # step whole); interpreted, every step is the RLock's.
+    # step whole), reads the monotonic clock and converts the handlers' values to C integers;
+    # interpreted, every step of the lock is the RLock's.
 
     def _take(lock: Lock, blocking: bool, timeout: float) -> bool:
         """Take ``lock``."""
@@ -588,27 +601,29 @@ if not cython.compiled:
         lock._real._acquire_restore(state)
         return 0
 
+    def _monotonic() -> float:
+        """``time.monotonic()`` (``handle`` reads it only compiled: interpreted, it calls the
+        governor's clock)."""
+        return time.monotonic()
 
-def _natural(value: object) -> int:
-    """``value`` as a C integer (compiled) when it is a count or a price the arithmetic above
-    can multiply without overflow: an int in [0, 2^62); else TypeError or OverflowError."""
-    if type(value) is not int:
-        raise TypeError(value)
-    natural: int = value  # compiled, a C long long: OverflowError past it
-    if natural >> 62:
-        raise OverflowError(value)
-    return natural
+    def _natural(value: object) -> int:
+        """``value`` when it is a count or a price that the compiled handlers' C integers can
+        multiply without overflow, an int in [0, 2^62); else TypeError or OverflowError."""
+        if type(value) is not int:
+            raise TypeError(value)
+        if value >> 62:
+            raise OverflowError(value)
+        return value
 
-
-def _whole(value: object) -> int:
-    """``value`` as a C integer of 128 bits (compiled) when it is an int within 2^120 of zero,
-    so that a sum of a few of them cannot overflow; else TypeError or OverflowError."""
-    if type(value) is not int:
-        raise TypeError(value)
-    whole: int = value  # compiled, a C __int128: OverflowError past it
-    if not -1 <= whole >> 120 <= 0:
-        raise OverflowError(value)
-    return whole
+    def _whole(value: object) -> int:
+        """``value`` when it is an int within 2^120 of zero, which the compiled handlers hold in
+        a C integer of 128 bits, where a sum of a few cannot overflow; else TypeError or
+        OverflowError."""
+        if type(value) is not int:
+            raise TypeError(value)
+        if not -1 <= value >> 120 <= 0:
+            raise OverflowError(value)
+        return value
 
 
 def _money(value: int) -> int:
