@@ -163,6 +163,81 @@ def test_good_events_of_every_kind_pass() -> None:
         check(event)
 
 
+class _Count(int):
+    """A subclass of int: a count all the same, though not one the plain tests take."""
+
+
+# Counts at each edge of MAX_COUNT, of the C integers and of their signs.
+_EDGES: list[object] = [
+    0,
+    1,
+    MAX_COUNT - 1,
+    MAX_COUNT,
+    MAX_COUNT + 1,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64 + 3,
+    2**200,
+    -1,
+    -(2**63),
+    -(2**63) - 1,
+    -(2**64),
+    True,
+    False,
+    _Count(5),
+]
+
+
+def _a_count(value: object) -> bool:
+    return isinstance(value, int) and type(value) is not bool and 0 <= value <= MAX_COUNT
+
+
+@pytest.mark.parametrize("value", _EDGES, ids=repr)
+@pytest.mark.parametrize(
+    "field",
+    ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "tool_calls"],
+)
+def test_a_response_count_at_each_edge_passes_only_when_it_is_one(
+    field: str, value: object
+) -> None:
+    # A prompt of MAX_COUNT tokens, any of them cached: a cache count is refused only when it
+    # is no count.
+    fields: dict[str, object] = {"input_tokens": MAX_COUNT, field: value}
+    event = ModelResponse("gpt-4o", **fields)  # type: ignore[arg-type]
+    if _a_count(value):
+        check(event)
+    else:
+        with pytest.raises(InvalidValueError, match=f"ModelResponse.{field}="):
+            check(event)
+
+
+@pytest.mark.parametrize("value", [*_EDGES, None], ids=repr)
+@pytest.mark.parametrize("field", ["max_tokens", "input_tokens"])
+def test_a_request_count_at_each_edge_passes_only_when_it_is_one(field: str, value: object) -> None:
+    event = ModelRequest("gpt-4o", **{field: value})  # type: ignore[arg-type]
+    if value is None or _a_count(value):
+        check(event)
+    else:
+        with pytest.raises(InvalidValueError, match=f"ModelRequest.{field}="):
+            check(event)
+
+
+def test_cached_tokens_past_the_prompt_are_refused_at_each_edge() -> None:
+    for prompt, read, written in [
+        (MAX_COUNT, MAX_COUNT, 1),
+        (MAX_COUNT, 1, MAX_COUNT),
+        (10, 6, 5),
+        (0, 1, 0),
+        (MAX_COUNT - 1, MAX_COUNT, 0),
+    ]:
+        event = ModelResponse("m", prompt, 0, read, written)
+        with pytest.raises(InvalidValueError, match="cache_"):
+            check(event)
+    check(ModelResponse("m", MAX_COUNT, 0, MAX_COUNT - 1, 1))
+    check(ModelResponse("m", 10, 0, 5, 5))
+
+
 # Values of every kind a driver might put in any field by mistake, and good ones.
 _ANY = st.one_of(
     st.none(),

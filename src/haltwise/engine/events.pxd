@@ -1,3 +1,6 @@
+cimport cython
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+
 # The fields of the events the compiled dispatch (dispatch.py) and the check of each event read
 # as C struct members.
 # Every field is a Python object, as in events.py.
@@ -19,5 +22,16 @@ cdef class ToolResult:
 cpdef object check(object event)
 cdef bint _plain_tool_result(ToolResult result) except -1
 cdef bint _plain_tool_call(ToolCall call) except -1
+@cython.locals(prompt_count=cython.longlong, read_count=cython.longlong,
+               written_count=cython.longlong)
 cdef bint _plain_model_response(ModelResponse response) except -1
 cdef bint _plain_model_request(ModelRequest request) except -1
+
+# ``value`` when it is an int (no subclass) from 0 to MAX_COUNT (2^53 - 1), else -1: a count read
+# as a C integer. An int past a C long long's range is read as -1, without an exception.
+cdef inline long long _count_of(object value) noexcept:
+    cdef int overflow
+    if type(value) is not int:
+        return -1
+    cdef long long count = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return count if 0 <= count <= 9007199254740991LL else -1

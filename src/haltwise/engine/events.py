@@ -262,26 +262,46 @@ def _plain_tool_call(call: ToolCall) -> bool:
 
 
 def _plain_model_response(response: ModelResponse) -> bool:
-    prompt = response.input_tokens
-    read = response.cache_read_tokens
-    written = response.cache_write_tokens
-    output = response.output_tokens
-    calls = response.tool_calls
     cost = response.cost
+    if not cython.compiled:
+        prompt = response.input_tokens
+        read = response.cache_read_tokens
+        written = response.cache_write_tokens
+        output = response.output_tokens
+        calls = response.tool_calls
+        return (
+            type(response.model) is str
+            and type(prompt) is int
+            and type(read) is int
+            and type(written) is int
+            and read >= 0
+            and written >= 0
+            and read + written <= prompt <= MAX_COUNT
+            and type(output) is int
+            and 0 <= output <= MAX_COUNT
+            and (
+                cost is None
+                or (type(cost) is Decimal and cost.is_finite() and not cost.is_signed())
+            )
+            and (response.text is None or type(response.text) is str)
+            and type(calls) is int
+            and 0 <= calls <= MAX_COUNT
+            and type(response.request_id) is str
+            and type(response.answered) is bool
+        )
+    # Compiled, the counts are compared as C integers (``_count_of``, events.pxd).
+    prompt_count = _count_of(response.input_tokens)
+    read_count = _count_of(response.cache_read_tokens)
+    written_count = _count_of(response.cache_write_tokens)
     return (
         type(response.model) is str
-        and type(prompt) is int
-        and type(read) is int
-        and type(written) is int
-        and read >= 0
-        and written >= 0
-        and read + written <= prompt <= MAX_COUNT
-        and type(output) is int
-        and 0 <= output <= MAX_COUNT
+        and read_count >= 0
+        and written_count >= 0
+        and read_count + written_count <= prompt_count
+        and _count_of(response.output_tokens) >= 0
         and (cost is None or (type(cost) is Decimal and cost.is_finite() and not cost.is_signed()))
         and (response.text is None or type(response.text) is str)
-        and type(calls) is int
-        and 0 <= calls <= MAX_COUNT
+        and _count_of(response.tool_calls) >= 0
         and type(response.request_id) is str
         and type(response.answered) is bool
     )
@@ -290,13 +310,32 @@ def _plain_model_response(response: ModelResponse) -> bool:
 def _plain_model_request(request: ModelRequest) -> bool:
     wanted = request.max_tokens
     prompt = request.input_tokens
+    if not cython.compiled:
+        return (
+            type(request.model) is str
+            and (wanted is None or (type(wanted) is int and 0 <= wanted <= MAX_COUNT))
+            and (prompt is None or (type(prompt) is int and 0 <= prompt <= MAX_COUNT))
+            and type(request.request_id) is str
+            and type(request.adjustable) is bool
+        )
     return (
         type(request.model) is str
-        and (wanted is None or (type(wanted) is int and 0 <= wanted <= MAX_COUNT))
-        and (prompt is None or (type(prompt) is int and 0 <= prompt <= MAX_COUNT))
+        and (wanted is None or _count_of(wanted) >= 0)
+        and (prompt is None or _count_of(prompt) >= 0)
         and type(request.request_id) is str
         and type(request.adjustable) is bool
     )
+
+
+if not cython.compiled:
+    # Compiled, events.pxd reads a count as a C integer; the plain tests above call it only
+    # compiled (interpreted, they compare the ints themselves, at a fraction of a call's cost).
+
+    def _count_of(value: object) -> int:
+        """``value`` when it is an int (no subclass) from 0 to ``MAX_COUNT``, else -1."""
+        if type(value) is int and 0 <= value <= MAX_COUNT:
+            return value
+        return -1
 
 
 def _text(value: object) -> bool:
