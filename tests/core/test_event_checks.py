@@ -342,6 +342,32 @@ def test_totals_stop_taking_counts_short_of_a_c_integer(limits: Any) -> None:
         governor.restore(data)
 
 
+def test_requests_left_in_flight_are_not_counted_past_the_room_of_the_totals() -> None:
+    """A new run counts the requests the last one left in flight at what they reserved. With a
+    total past TALLY_ROOM, it refuses to, by name and counting nothing; the compiled build's
+    totals would pass a C long long's range from there (they did, raising OverflowError, until
+    the settling looked first)."""
+    governor = Governor(max_turns(10), clock=FakeClock())
+    governor.handle(RunStarted("task"))
+    data = governor.checkpoint()
+    data["session"]["input_tokens"] = TALLY_ROOM - MAX_COUNT
+    governor.restore(data)
+    assert isinstance(governor.handle(ModelResponse("m", input_tokens=MAX_COUNT)), Continue)
+    assert governor.session_usage.input_tokens == TALLY_ROOM
+    held = [ModelRequest("m", max_tokens=1, input_tokens=MAX_COUNT) for _ in range(255)]
+    for request in held:
+        assert isinstance(governor.handle(request), Continue)
+    # At TALLY_ROOM, the totals have room for every request in flight.
+    assert isinstance(governor.handle(RunStarted("again")), Continue)
+    assert governor.session_usage.input_tokens == TALLY_ROOM + 255 * MAX_COUNT <= MAX_TALLY
+    for request in held:
+        assert isinstance(governor.handle(request), Continue)
+    before = governor.checkpoint()
+    with pytest.raises(InvalidValueError, match=r"the token totals=\("):
+        governor.handle(RunStarted("again"))
+    assert governor.checkpoint() == before
+
+
 def _checkpoint_paths(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Every place in a checkpoint's JSON that holds a value."""
     if isinstance(data, dict):

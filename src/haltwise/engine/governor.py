@@ -806,6 +806,8 @@ class Governor:
     def _settle_in_flight(self) -> None:
         """Every request still in flight is counted at its reservation."""
         in_flight = self._in_flight
+        if in_flight.requests:
+            room_for(self._run, self._session)  # before any is counted
         while in_flight.requests:
             self._spend(in_flight.take(0))
 
