@@ -43,8 +43,10 @@ from haltwise import (
     stuck,
     timeout,
 )
-from haltwise.engine.events import MAX_COUNT, check
-from haltwise.engine.state import MAX_TALLY, TALLY_ROOM
+from haltwise.engine.events import MAX_CALL_DOLLARS, MAX_COUNT, check
+from haltwise.engine.pricing import UNITS_PER_USD
+from haltwise.engine.state import COST_ROOM, MAX_COST, MAX_TALLY, TALLY_ROOM
+from haltwise.pricing import Prices
 from haltwise.testing import FakeClock
 
 LIMITS = (
@@ -87,7 +89,11 @@ def governed() -> Governor:
         ),
         (
             ModelResponse("gpt-4o", cost=0.5),  # type: ignore[arg-type]
-            "ModelResponse.cost=0.5 is not valid: expected None or a finite Decimal of dollars",
+            "ModelResponse.cost=0.5 is not valid: expected None or a Decimal of dollars from 0",
+        ),
+        (
+            ModelResponse("gpt-4o", cost=Decimal("1E+17") + Decimal("0.01")),
+            "ModelResponse.cost=Decimal('100000000000000000.01') is not valid",
         ),
         (ModelResponse("gpt-4o", cost=Decimal("-0.01")), "ModelResponse.cost=Decimal('-0.01')"),
         (ModelResponse("gpt-4o", cost=Decimal("Infinity")), "ModelResponse.cost=Decimal('I"),
@@ -366,6 +372,65 @@ def test_requests_left_in_flight_are_not_counted_past_the_room_of_the_totals() -
     with pytest.raises(InvalidValueError, match=r"the token totals=\("):
         governor.handle(RunStarted("again"))
     assert governor.checkpoint() == before
+
+
+@pytest.mark.parametrize("limits", [max_cost("1e18"), max_turns(5)])
+def test_dollar_totals_stop_taking_costs_short_of_a_c_integer(limits: Any) -> None:
+    """The compiled build keeps the dollars in C integers of 128 bits; both builds refuse, by
+    name and counting nothing, a response that could take a total past them. Only prices no
+    provider charges get there: here, a checkpoint's."""
+    governor = Governor(limits, clock=FakeClock())
+    governor.handle(RunStarted("task"))
+    data = governor.checkpoint()
+    room = COST_ROOM // UNITS_PER_USD  # in whole dollars, as a checkpoint writes them exactly
+    for scope in ("run", "session"):
+        data[scope]["cost"] = str(room)
+    governor.restore(data)
+    decision = governor.handle(ModelResponse("m", cost=Decimal(MAX_CALL_DOLLARS)))
+    assert isinstance(decision, Continue) or limits.reason == "cost_limit"
+    assert governor.usage.cost == room + MAX_CALL_DOLLARS
+    assert COST_ROOM < (room + MAX_CALL_DOLLARS) * UNITS_PER_USD <= MAX_COST
+    before = governor.checkpoint()
+    with pytest.raises(InvalidValueError, match=r"the dollar total=.* so that any call can be"):
+        governor.handle(ModelResponse("m", cost=Decimal("0.01")))
+    assert governor.checkpoint() == before
+    data["run"]["cost"] = str(room + 1)
+    with pytest.raises(ConfigurationError, match="not a haltwise checkpoint"):
+        governor.restore(data)
+
+
+_DEAR = Prices({"dear": {"input": "1e15", "output": "1e15"}})  # $10^9 a token
+
+
+@pytest.mark.parametrize("limits", [max_cost("1e18"), max_turns(5)])
+def test_a_call_priced_past_the_most_one_may_cost_is_refused_by_name(limits: Any) -> None:
+    """A pricer's cost of more than MAX_CALL_DOLLARS for one call is refused where the call is
+    counted, with nothing counted from it: the totals have room for calls of at most that."""
+    governor = Governor(limits, clock=FakeClock(), pricer=_DEAR)
+    governor.handle(RunStarted("task"))
+    message = r"the price of a call to 'dear'=.* expected a cost from \$0 to \$100,000,000,000"
+    # Unanswered, a response counts its request at what it reserved, priced now when no cost
+    # limit priced it before it was sent.
+    for answered in (True, False) if limits.reason != "cost_limit" else (True,):
+        governor.handle(ModelRequest("dear", max_tokens=10, input_tokens=10))
+        assert isinstance(governor.handle(ModelResponse("dear", 10, 10)), Continue)
+        if limits.reason == "cost_limit":
+            # Its worst case is priced before it is sent.
+            with pytest.raises(InvalidValueError, match=message):
+                governor.handle(ModelRequest("dear", max_tokens=2 * 10**8))
+        else:
+            governor.handle(ModelRequest("dear", max_tokens=2 * 10**8, input_tokens=10))
+        before = governor.checkpoint()
+        with pytest.raises(InvalidValueError, match=message):
+            governor.handle(ModelResponse("dear", 2 * 10**8, 10, answered=answered))
+        assert governor.checkpoint() == before
+        if limits.reason != "cost_limit":
+            # Still in flight: a new run would count it at what it reserved, and cannot.
+            with pytest.raises(InvalidValueError, match=message):
+                governor.handle(RunStarted("again"))
+            assert governor.checkpoint() == before
+            assert isinstance(governor.handle(ModelResponse("dear", 10, 10)), Continue)
+    assert governor.usage.model_calls == (1 if limits.reason == "cost_limit" else 4)
 
 
 def _checkpoint_paths(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

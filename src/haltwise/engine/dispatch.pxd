@@ -6,13 +6,11 @@ from cpython.pythread cimport PyThread_get_thread_ident
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from haltwise.engine.events cimport ModelRequest, ModelResponse, check
-from haltwise.engine.state cimport InFlight, Slot, Tally
+# ``wide``: a C integer of 128 bits, in which a product of two C long longs below 2^62, or a sum
+# of a few such, fits.
+from haltwise.engine.state cimport InFlight, Slot, Tally, wide
 
-# A C integer of 128 bits (GCC's and Clang's; where the compiler has none, setup.py installs pure
-# Python): a run's dollars in engine units (10^-18 USD) pass 2^63 at $9.22, and a product of two
-# C long longs below 2^62, or a sum of a few such, fits in it.
-cdef extern from *:
-    ctypedef long long wide "__int128"
+cdef wide _COST_ROOM, _MAX_CALL
 
 cdef class Check:
     cdef readonly int kind
@@ -54,8 +52,9 @@ cdef class Dispatch:
     @cython.locals(found=tuple)
     cdef wide _worst(self, object model, long long prompt, long long wanted) except? -2
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int, used=wide, priced=wide, counted=cython.longlong, reservation=tuple,
-                   held_prompt=cython.longlong, held_output=cython.longlong)
+                   kind=int, used=wide, priced=wide, known=bint, index=Py_ssize_t,
+                   counted=cython.longlong, reservation=tuple, held_prompt=cython.longlong,
+                   held_output=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
 
 # ``time.monotonic()``, read as Python 3.11 to 3.13 read it (``_PyTime_AsSecondsDouble``).

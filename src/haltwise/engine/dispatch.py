@@ -39,7 +39,15 @@ from typing import TYPE_CHECKING, Any
 from .decisions import CONTINUE, Block, Decision, Warn, joined
 from .events import ModelRequest, ModelResponse, check
 from .pricing import units
-from .state import MAX_IN_FLIGHT, TALLY_ROOM, InFlight, Slot, Tally
+from .state import (
+    COST_ROOM,
+    MAX_CALL_COST,
+    MAX_IN_FLIGHT,
+    TALLY_ROOM,
+    InFlight,
+    Slot,
+    Tally,
+)
 
 if TYPE_CHECKING:
     from . import _pure as cython
@@ -65,8 +73,11 @@ _INPUT = cython.declare(cython.int, 1)
 _OUTPUT = cython.declare(cython.int, 2)
 _TOTAL = cython.declare(cython.int, 3)
 _COST = cython.declare(cython.int, 4)
-#: ``state.TALLY_ROOM`` as a C integer.
+#: ``state.TALLY_ROOM`` as a C integer; ``state.COST_ROOM`` and ``state.MAX_CALL_COST`` too
+#: (declared in dispatch.pxd, 128 bits).
 _ROOM = cython.declare(cython.longlong, TALLY_ROOM)
+_COST_ROOM = COST_ROOM
+_MAX_CALL = MAX_CALL_COST
 
 
 class Check:
@@ -328,13 +339,16 @@ class Dispatch:
                     continue
                 prompt = prompt_run if check.on_run else prompt_session
                 if kind == _COST:
-                    free = cap - _whole(tally.cost) - _whole(flight.cost)
+                    if tally.cost > _COST_ROOM:
+                        refused = True  # the general handler says so
+                        break
+                    free = cap - tally.cost - flight.cost
                     if free <= 0:
                         refused = True
                         break
                     if wanted_given is not None:
                         worst = self._worst(model, prompt, wanted)
-                        if worst < 0 or worst > free:
+                        if worst < 0 or worst > free or worst > _MAX_CALL:
                             refused = True
                             break
                         if check.on_run:
@@ -380,7 +394,7 @@ class Dispatch:
         flight.input_tokens += prompt_run
         flight.output_tokens += wanted
         if cost is not None:
-            flight.cost += cost
+            flight.cost += _whole(cost)  # at most MAX_CALL_COST
         return CONTINUE
 
     def _worst(self, model: Any, prompt: int, wanted: int) -> int:
@@ -402,20 +416,61 @@ class Dispatch:
         if (
             self.early is not None
             or not event.answered
-            # A total past TALLY_ROOM takes no more: the general handler says so.
+            # A total past TALLY_ROOM or COST_ROOM takes no more: the general handler says so.
             or run.input_tokens > _ROOM
             or run.output_tokens > _ROOM
             or session.input_tokens > _ROOM
             or session.output_tokens > _ROOM
+            or run.cost > _COST_ROOM
+            or session.cost > _COST_ROOM
         ):
             return governor._on_model_response(event)
         flight = self.flight
         requests: list[Any] = flight.requests
+        index = 0
         if requests:
             request_id = event.request_id
             index = flight.index(request_id) if request_id else 0
             if requests[index][5]:
                 return governor._on_model_response(event)
+        input_tokens = event.input_tokens
+        output_tokens = event.output_tokens
+        cache_read = event.cache_read_tokens
+        cache_write = event.cache_write_tokens
+        given = event.cost
+        model = event.model
+        # Priced before the request is taken out: a price the general handler would refuse
+        # sends the event on as it came. ``priced`` is the cost in engine units (a C integer,
+        # compiled) when ``known``.
+        cost: Any = None
+        priced = 0
+        known = False
+        if given is not None:
+            cost = units(given)
+        elif not self.priced:
+            # The pricer is made when the first response is priced.
+            cost = governor._price(model, input_tokens, output_tokens, cache_read, cache_write)
+        elif model:
+            found = self.flat.get(model)
+            if found is not None:
+                try:
+                    priced = _flat_cost(found, input_tokens, output_tokens, cache_read, cache_write)
+                except (TypeError, OverflowError):
+                    priced = -1  # a count or a price the C integers cannot hold
+                known = priced >= 0
+            if not known:
+                cost = self.unit_price(model, input_tokens, output_tokens, cache_read, cache_write)
+        if cost is not None:
+            try:
+                priced = _whole(cost)
+            except (TypeError, OverflowError):
+                priced = -1
+            known = priced >= 0
+            if not known:
+                return governor._on_model_response(event)
+        if known and priced > _MAX_CALL:
+            return governor._on_model_response(event)
+        if requests:
             # Read, then deleted: compiled, ``pop`` of a list left under half full is a
             # method call (the common case: the one request in flight taken out).
             reservation = requests[index]
@@ -426,33 +481,7 @@ class Dispatch:
             flight.output_tokens -= held_output
             held = reservation[4]
             if held is not None:
-                flight.cost -= held
-        input_tokens = event.input_tokens
-        output_tokens = event.output_tokens
-        cache_read = event.cache_read_tokens
-        cache_write = event.cache_write_tokens
-        given = event.cost
-        model = event.model
-        cost: Any
-        if given is not None:
-            cost = units(given)
-        elif not self.priced:
-            # The pricer is made when the first response is priced.
-            cost = governor._price(model, input_tokens, output_tokens, cache_read, cache_write)
-        elif model:
-            found = self.flat.get(model)
-            cost = None
-            if found is not None:
-                try:
-                    priced = _flat_cost(found, input_tokens, output_tokens, cache_read, cache_write)
-                except (TypeError, OverflowError):
-                    priced = -1  # a count or a price the C integers cannot hold
-                if priced >= 0:
-                    cost = _money(priced)
-            if cost is None:
-                cost = self.unit_price(model, input_tokens, output_tokens, cache_read, cache_write)
-        else:
-            cost = None
+                flight.cost -= _whole(held)
         # Counts of at most MAX_COUNT (events.check), added to totals of at most TALLY_ROOM.
         counted: int = input_tokens
         run.input_tokens += counted
@@ -470,16 +499,17 @@ class Dispatch:
             counted = cache_write
             run.cache_write_tokens += counted
             session.cache_write_tokens += counted
-        if cost is None:
+        if known:
+            # At most MAX_CALL_COST, added to totals of at most COST_ROOM.
+            run.cost += priced
+            session.cost += priced
+        else:
             run.cost_known = False
             session.cost_known = False
-        else:
-            run.cost += cost
-            session.cost += cost
         if event.text:
             governor._last_text = event.text
-        if cost is None and self.priced:
-            return governor._after_response(event, cost)
+        if not known and self.priced:
+            return governor._after_response(event, None)
         checks: tuple[Check, ...] | None = self.after_checks
         assert checks is not None
         try:
@@ -488,7 +518,7 @@ class Dispatch:
                 tally = check.tally
                 kind = check.kind
                 if kind == _COST:
-                    used = _whole(tally.cost)
+                    used = tally.cost
                 elif kind == _INPUT:
                     used = tally.input_tokens
                 elif kind == _OUTPUT:
@@ -497,10 +527,10 @@ class Dispatch:
                     used = tally.input_tokens
                     used += tally.output_tokens
                 if not check.fits or used > check.cap + _whole(slot.extra) + _whole(slot.baseline):
-                    return governor._after_response(event, cost)
+                    return governor._after_response(event, _money(priced) if known else None)
         except (TypeError, OverflowError):
             # A count the C integers cannot hold: the general checks decide.
-            return governor._after_response(event, cost)
+            return governor._after_response(event, _money(priced) if known else None)
         return CONTINUE
 
 

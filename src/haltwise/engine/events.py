@@ -46,6 +46,7 @@ else:
         from . import _pure as cython
 
 __all__ = [
+    "MAX_CALL_DOLLARS",
     "MAX_COUNT",
     "Event",
     "Injected",
@@ -65,6 +66,10 @@ __all__ = [
 #: JSON reader in any language holds exactly, and far past any real response. The governor's
 #: totals of such counts are C integers in the compiled build (``state.py``).
 MAX_COUNT = 2**53 - 1
+#: The most one model call may cost, in dollars: a hundred quadrillion, far past any bill. The
+#: governor's dollar totals are C integers in the compiled build (``state.py``).
+MAX_CALL_DOLLARS = 10**17
+_MAX_CALL = Decimal(MAX_CALL_DOLLARS)
 
 
 @cython.dataclasses.dataclass(frozen=True)
@@ -279,10 +284,7 @@ def _plain_model_response(response: ModelResponse) -> bool:
             and read + written <= prompt <= MAX_COUNT
             and type(output) is int
             and 0 <= output <= MAX_COUNT
-            and (
-                cost is None
-                or (type(cost) is Decimal and cost.is_finite() and not cost.is_signed())
-            )
+            and (cost is None or (type(cost) is Decimal and _dollars(cost)))
             and (response.text is None or type(response.text) is str)
             and type(calls) is int
             and 0 <= calls <= MAX_COUNT
@@ -299,7 +301,7 @@ def _plain_model_response(response: ModelResponse) -> bool:
         and written_count >= 0
         and read_count + written_count <= prompt_count
         and _count_of(response.output_tokens) >= 0
-        and (cost is None or (type(cost) is Decimal and cost.is_finite() and not cost.is_signed()))
+        and (cost is None or (type(cost) is Decimal and _dollars(cost)))
         and (response.text is None or type(response.text) is str)
         and _count_of(response.tool_calls) >= 0
         and type(response.request_id) is str
@@ -361,9 +363,17 @@ def _number_or_none(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
+def _dollars(cost: Decimal) -> bool:
+    """Whether ``cost`` is plainly a call's dollars: finite, positive or zero (not -0) and at
+    most ``MAX_CALL_DOLLARS``."""
+    return cost.is_finite() and not cost.is_signed() and cost <= _MAX_CALL
+
+
 def _dollars_or_none(value: object) -> bool:
     # A negative cost would take dollars off the count.
-    return value is None or (isinstance(value, Decimal) and value.is_finite() and value >= 0)
+    return value is None or (
+        isinstance(value, Decimal) and value.is_finite() and 0 <= value <= _MAX_CALL
+    )
 
 
 # What each kind of field must hold, as the errors say it.
@@ -406,8 +416,8 @@ _FIELDS: dict[type, tuple[tuple[str, Callable[[Any], bool], str], ...]] = {
         (
             "cost",
             lambda event: _dollars_or_none(event.cost),
-            "None or a finite Decimal of dollars >= 0, such as Decimal('0.0042') (a float is "
-            "not exact: pass Decimal(str(x)))",
+            "None or a Decimal of dollars from 0 to 10^17, such as Decimal('0.0042') (a float "
+            "is not exact: pass Decimal(str(x)))",
         ),
         ("text", lambda event: _text_or_none(event.text), _TEXT_OR_NONE),
         ("tool_calls", lambda event: _count(event.tool_calls), _COUNT),

@@ -48,6 +48,7 @@ from .decisions import (
 from .dispatch import Dispatch, new_lock
 from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
 from .events import (
+    MAX_CALL_DOLLARS,
     Event,
     Injected,
     ModelRequest,
@@ -64,8 +65,16 @@ from .hotpath import compile_handlers
 from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
 from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
 from .outcome import Outcome, Status, Usage
-from .pricing import Pricer, UnitPricer, in_units, units
-from .state import MAX_IN_FLIGHT, Hold, InFlight, Reservation, Slot, Tally, room_for
+from .pricing import Pricer, UnitPricer, dollars, in_units, units
+from .state import (
+    MAX_CALL_COST,
+    MAX_IN_FLIGHT,
+    Hold,
+    InFlight,
+    Slot,
+    Tally,
+    room_for,
+)
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
@@ -661,7 +670,8 @@ class Governor:
             self._last_text = last_text
             self._in_flight.clear()
             for reservation in in_flight:
-                self._spend(reservation)
+                self._in_flight.hold(reservation)
+            self._settle_in_flight()
             self._stopped = None
             self._pending = None
             self._synthesizing = False
@@ -684,6 +694,7 @@ class Governor:
             raise UnpricedModelError(
                 model or "(no model name)", self._pricing().describe_missing(model)
             )
+        _check_price(model, cost)
         self._quote = (model, input_tokens, max_tokens, cost)
         return cost
 
@@ -789,15 +800,18 @@ class Governor:
         in_flight = self._in_flight
         if len(in_flight.requests) >= MAX_IN_FLIGHT:
             # A driver that never reports answers: the oldest request is taken as unanswered.
-            self._spend(in_flight.take(0))
+            self._spend(0)
         in_flight.hold((event.request_id, event.model, prompt, output, cost, holds))
         return max_tokens
 
-    def _spend(self, reservation: Reservation) -> int | None:
-        """Count a request that was sent and never answered at what it reserved; its cost."""
-        _, model, prompt, output, cost, holds = reservation
+    def _spend(self, index: int) -> int | None:
+        """Count the request in flight at ``index``, sent and never answered, at what it
+        reserved; its cost."""
+        in_flight = self._in_flight
+        _, model, prompt, output, cost, holds = in_flight.requests[index]
         if cost is None:
-            cost = self._price(model, prompt, output, 0, 0)
+            cost = self._price(model, prompt, output, 0, 0)  # may raise: nothing is taken yet
+        in_flight.take(index)
         self._add_usage(prompt, output, 0, 0, cost)
         if holds:
             self._budgets.commit(holds, None)
@@ -809,7 +823,7 @@ class Governor:
         if in_flight.requests:
             room_for(self._run, self._session)  # before any is counted
         while in_flight.requests:
-            self._spend(in_flight.take(0))
+            self._spend(0)
 
     def _on_model_response(self, event: ModelResponse) -> Decision:
         if self._pre_response:
@@ -866,13 +880,14 @@ class Governor:
         """Count a response's usage (or, unanswered, its request's reservation)."""
         room_for(self._run, self._session)  # before anything is taken or counted
         in_flight = self._in_flight
-        reservation = None
+        index = None
         if in_flight.requests:
             request_id = event.request_id
-            reservation = in_flight.take(in_flight.index(request_id) if request_id else 0)
+            index = in_flight.index(request_id) if request_id else 0
         if not event.answered:
             # With nothing reserved (no request reported), nothing is known to count.
-            return self._spend(reservation) if reservation is not None else 0
+            return self._spend(index) if index is not None else 0
+        # Priced before the request is taken out: pricing may raise.
         if event.cost is not None:
             cost: int | None = units(event.cost)
         else:
@@ -883,6 +898,7 @@ class Governor:
                 event.cache_read_tokens,
                 event.cache_write_tokens,
             )
+        reservation = None if index is None else in_flight.take(index)
         self._add_usage(
             event.input_tokens,
             event.output_tokens,
@@ -1343,10 +1359,24 @@ class Governor:
         price = self._unit_price
         if price is None:
             price = self._unit_price = self._pricing().units
-        return price(model, input_tokens, output_tokens, cache_read, cache_write)
+        cost = price(model, input_tokens, output_tokens, cache_read, cache_write)
+        if cost is not None:
+            _check_price(model, cost)
+        return cost
 
     def __repr__(self) -> str:
         return f"Governor({self._limits!r})"
+
+
+def _check_price(model: str, cost: int) -> None:
+    """Raise ``InvalidValueError`` unless ``cost``, what the pricer says a call to ``model``
+    costs, is from 0 to ``MAX_CALL_COST``: the totals have room for calls of at most that."""
+    if not 0 <= cost <= MAX_CALL_COST:
+        raise InvalidValueError(
+            f"the price of a call to {model!r}",
+            dollars(cost),
+            f"a cost from $0 to ${MAX_CALL_DOLLARS:,}: check the model's prices",
+        )
 
 
 def _count(number: int, noun: str) -> str:

@@ -39,7 +39,7 @@ from .dispatch import COMPILED, Check
 from .events import ModelRequest, ModelResponse, ToolCall, TurnStarting
 from .limits import Leaf, _MaxCost, _MaxModelCalls, _MaxTokens, _MaxToolCalls, _MaxTurns
 from .pricing import units
-from .state import MAX_IN_FLIGHT, TALLY_ROOM, Slot
+from .state import COST_ROOM, MAX_CALL_COST, MAX_IN_FLIGHT, TALLY_ROOM, Slot
 
 if TYPE_CHECKING:
     from .governor import Governor
@@ -291,7 +291,8 @@ class _Plan:
                     "if event.model else None",
                     "        else:",
                     f"            worst_{tally} = {prompt} * found[4] + wanted * found[1]",
-                    f"        if worst_{tally} is None or worst_{tally} > free:",
+                    f"        if worst_{tally} is None or worst_{tally} > free "
+                    f"or worst_{tally} > {MAX_CALL_COST}:",
                     "            return governor._on_model_request(event)",
                 ]
                 continue
@@ -353,21 +354,14 @@ class _Plan:
             "        or not event.answered",
             f"        or run.input_tokens {room} or run.output_tokens {room}",
             f"        or session.input_tokens {room} or session.output_tokens {room}",
+            f"        or run.cost > {COST_ROOM} or session.cost > {COST_ROOM}",
             "    ):",
             "        return governor._on_model_response(event)",
             "    if requests:",
             "        request_id = event.request_id",
             "        index = flight.index(request_id) if request_id else 0",
-            "        reservation = requests[index]",
-            "        if reservation[5]:",
+            "        if requests[index][5]:",
             "            return governor._on_model_response(event)",
-            # Read, then deleted: ``pop`` is a method call.
-            "        del requests[index]",
-            "        _, _, prompt, output, held, _ = reservation",
-            "        flight.input_tokens -= prompt",
-            "        flight.output_tokens -= output",
-            "        if held is not None:",
-            "            flight.cost -= held",
             "    input_tokens = event.input_tokens",
             "    output_tokens = event.output_tokens",
             "    cache_read = event.cache_read_tokens",
@@ -395,6 +389,9 @@ class _Plan:
                 "            )",
                 "    else:",
                 "        cost = None",
+                # Past it, the general handler says the price is wrong, counting nothing.
+                f"    if cost is not None and cost > {MAX_CALL_COST}:",
+                "        return governor._on_model_response(event)",
             ]
         else:  # the pricer is made when the first response is priced
             lines += [
@@ -404,6 +401,16 @@ class _Plan:
                 "        )",
             ]
         lines += [
+            # Priced before the request is taken out: the price may send the event on.
+            "    if requests:",
+            "        reservation = requests[index]",
+            # Read, then deleted: ``pop`` is a method call.
+            "        del requests[index]",
+            "        _, _, prompt, output, held, _ = reservation",
+            "        flight.input_tokens -= prompt",
+            "        flight.output_tokens -= output",
+            "        if held is not None:",
+            "            flight.cost -= held",
             "    run.input_tokens += input_tokens",
             "    session.input_tokens += input_tokens",
             "    run.output_tokens += output_tokens",

@@ -3,11 +3,14 @@
 These are internal: limits read them, the governor writes them. Users see immutable snapshots
 (``Usage``, ``LimitStatus``) instead.
 
-Compiled (``state.pxd``), a tally's counts are C long longs, so that the dispatch adds to them
-without making a Python int for every sum. Both builds keep them in range alike: an event
-carries counts of at most ``MAX_COUNT`` (``events.check``), a token total that has passed
-``TALLY_ROOM`` takes no more (``room_for``, before a response or a request's reservation is
-counted), and a checkpoint's totals are read only when they are at most ``TALLY_ROOM``.
+Compiled (``state.pxd``), a tally's counts are C long longs and its dollars (and those held by
+the requests in flight) a C integer of 128 bits, so that the dispatch adds to them without
+making a Python int for every sum. Both builds keep them in range alike: an event carries
+counts of at most ``MAX_COUNT`` (``events.check``) and a call costs at most ``MAX_CALL_COST``
+(``events.check`` for a cost given, the governor for a cost priced); a total that has passed
+``TALLY_ROOM`` tokens or ``COST_ROOM`` dollars takes no more (``room_for``, before a response
+or a request's reservation is counted); and a checkpoint's totals are read only when they are
+at most those.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from decimal import Decimal
 from typing import Any
 
 from .errors import InvalidValueError
-from .events import MAX_COUNT
+from .events import MAX_CALL_DOLLARS, MAX_COUNT
 from .ledger import Budget
 from .outcome import Usage
-from .pricing import dollars, units
+from .pricing import UNITS_PER_USD, dollars, units
 
 __all__ = [
+    "COST_ROOM",
+    "MAX_CALL_COST",
+    "MAX_COST",
     "MAX_IN_FLIGHT",
     "MAX_TALLY",
     "TALLY_ROOM",
@@ -42,6 +48,13 @@ MAX_TALLY = 2**63 - 1
 #: A token total at most this has room for one more response and for every request in flight
 #: counted at what it reserved, each adding at most ``MAX_COUNT`` to a total.
 TALLY_ROOM = MAX_TALLY - (MAX_IN_FLIGHT + 1) * MAX_COUNT
+#: The most one model call may cost, in engine units (10^-18 USD).
+MAX_CALL_COST = MAX_CALL_DOLLARS * UNITS_PER_USD
+#: The largest dollar total a tally holds, in engine units: a C __int128's, compiled.
+MAX_COST = 2**127 - 1
+#: A dollar total at most this has room for one more call and for every request in flight
+#: counted at what it reserved, each costing at most ``MAX_CALL_COST``.
+COST_ROOM = MAX_COST - (MAX_IN_FLIGHT + 1) * MAX_CALL_COST
 
 
 class Tally:
@@ -146,7 +159,7 @@ class Tally:
             "cache_read_tokens": read,
             "cache_write_tokens": written,
             "last_input_tokens": _counted(data["last_input_tokens"], MAX_COUNT),
-            "cost": units(Decimal(data["cost"])),
+            "cost": _counted(units(Decimal(data["cost"])), COST_ROOM),
             "cost_known": bool(data["cost_known"]),
             "started_at": now - float(data["elapsed"]),
         }
@@ -159,7 +172,8 @@ class Tally:
 
 def room_for(run: Tally, session: Tally) -> None:
     """Raise ``InvalidValueError`` when a token total of ``run`` or ``session`` has passed
-    ``TALLY_ROOM``: only counts no provider reports get there."""
+    ``TALLY_ROOM``, or a dollar total ``COST_ROOM``: only counts no provider reports, and
+    prices no provider charges, get there."""
     for tally in (run, session):
         if tally.input_tokens > TALLY_ROOM or tally.output_tokens > TALLY_ROOM:
             raise InvalidValueError(
@@ -168,10 +182,18 @@ def room_for(run: Tally, session: Tally) -> None:
                 f"totals of at most {TALLY_ROOM:,} tokens, so that any response can be "
                 "counted: such totals come only from token counts no provider reports",
             )
+        if tally.cost > COST_ROOM:
+            raise InvalidValueError(
+                "the dollar total",
+                dollars(tally.cost),
+                f"a total of at most ${dollars(COST_ROOM):,.0f}, so that any call can be "
+                "counted: such totals come only from prices no provider charges",
+            )
 
 
 def _counted(value: Any, most: int) -> int:
-    """A checkpoint's count: an int from 0 to ``most`` (ValueError otherwise)."""
+    """A checkpoint's count (or dollars, in engine units): an int from 0 to ``most``
+    (ValueError otherwise)."""
     count = int(value)
     if not 0 <= count <= most:
         raise ValueError(f"a count of {count:,} is not from 0 to {most:,}")
@@ -263,7 +285,7 @@ class InFlight:
                     str(model),
                     _counted(prompt, MAX_COUNT),
                     _counted(output, MAX_COUNT),
-                    None if cost is None else units(Decimal(cost)),
+                    None if cost is None else _counted(units(Decimal(cost)), MAX_CALL_COST),
                     holds,
                 )
             )
