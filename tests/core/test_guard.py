@@ -175,6 +175,36 @@ def test_evidence_is_bounded_in_characters_and_always_holds_the_last_result() ->
     assert len(seen[1].tool_results) == 1
 
 
+def test_each_tool_event_admitted_is_kept_once_however_it_was_admitted() -> None:
+    """The governor keeps the tool events it answers CONTINUE; the run keeps those admitted
+    after a note or the human's answer (the call past the limit is asked about, then handled
+    again, and answered CONTINUE on the way), each once. A call refused is not kept."""
+    asked: list[Ask] = []
+
+    def prompter(ask: Ask) -> Answer:
+        asked.append(ask)
+        return Answer(Choice.CONTINUE)
+
+    limits = max_tool_calls(2, on_limit="ask") | max_tool_calls(10, warn_at=0.1)
+    guard = Guard(limits, prompter=prompter)
+    with guard.run("go") as run:
+        for index in range(4):
+            run.tool_call("read", {"n": index}, f"c{index}")
+            run.tool_result("read", f"result {index}", f"c{index}")
+        kept = list(run._tools)
+        notes = run.notes()
+    assert len(asked) == 1
+    assert len(notes) == 1
+    assert [type(event).__name__ for event in kept] == ["ToolCall", "ToolResult"] * 4
+    assert len({id(event) for event in kept}) == 8
+    assert [getattr(event, "call_id", None) for event in kept] == [f"c{i // 2}" for i in range(8)]
+    blocked = Guard(max_tool_calls(1, on_limit="block"))
+    with blocked.run("go") as run:
+        run.tool_call("read", {}, "c0")
+        run.tool_call("read", {}, "c1")
+        assert [getattr(event, "call_id", None) for event in run._tools] == ["c0"]
+
+
 def test_calls_whose_results_never_come_are_forgotten_oldest_first() -> None:
     seen: list[Evidence] = []
     calls = TOOL_EVENTS_KEPT + 10

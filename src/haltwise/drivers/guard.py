@@ -153,8 +153,10 @@ class _RunBase:
         self._handle = guard.governor.handle
         self._notes: list[str] = []
         #: The latest tool calls and results (``TOOL_EVENTS_KEPT``): appending is atomic, so
-        #: threads that report tool calls need no lock.
+        #: threads that report tool calls need no lock. The governor appends those it answers
+        #: ``CONTINUE``; the decision flow, those admitted otherwise (``_record``).
         self._tools: deque[Event] = deque(maxlen=TOOL_EVENTS_KEPT)
+        guard.governor.keep_tool_events(self._tools)
         #: Set while a thread asks the human; the others wait for the answer.
         self._asking = threading.Lock()
         self._notes_lock = threading.Lock()
@@ -249,8 +251,13 @@ class _RunBase:
         return (yield from self._carry_out(stop, None))
 
     def _record(self, event: Event) -> None:
+        """Keep a tool event admitted after a word with the human or a note. One the governor
+        answered ``CONTINUE`` on the way (asked again, or after another thread's question) it
+        has kept already, last."""
         if type(event) in _EVIDENCE:
-            self._tools.append(event)
+            tools = self._tools
+            if not tools or tools[-1] is not event:
+                tools.append(event)
 
     def _evidence_for(self, outcome: Outcome) -> Evidence:
         return Evidence(
@@ -364,8 +371,6 @@ class Run(_RunBase):
         """Report any event; carry out the decision."""
         decision = self._handle(event)
         if decision is CONTINUE:  # the common case: nothing to carry out
-            if type(event) in _EVIDENCE:
-                self._tools.append(event)
             if self._live is not None:
                 self._live.saw(event, decision)
             return decision
@@ -549,8 +554,6 @@ class AsyncRun(_RunBase):
     async def send(self, event: Event) -> Decision:
         decision = self._handle(event)
         if decision is CONTINUE:  # as in ``Run.send``
-            if type(event) in _EVIDENCE:
-                self._tools.append(event)
             if self._live is not None:
                 self._live.saw(event, decision)
         else:

@@ -5,7 +5,7 @@ cimport cython
 from cpython.pythread cimport PyThread_get_thread_ident
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from haltwise.engine.events cimport ModelRequest, ModelResponse, check
+from haltwise.engine.events cimport ModelRequest, ModelResponse, ToolCall, ToolResult, check
 # ``wide``: a C integer of 128 bits, in which a product of two C long longs below 2^62, or a sum
 # of a few such, fits.
 from haltwise.engine.state cimport InFlight, Slot, Tally, wide
@@ -25,7 +25,7 @@ cdef class Dispatch:
     cdef readonly object governor
     cdef readonly object clock
     cdef readonly bint monotonic
-    cdef public object due, hot, early
+    cdef public object due, hot, early, evidence
     cdef public tuple locking
     cdef public bint plain
     cdef readonly bint fast_request, fast_response

@@ -37,7 +37,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .decisions import CONTINUE, Block, Decision, Warn, joined
-from .events import ModelRequest, ModelResponse, check
+from .events import ModelRequest, ModelResponse, ToolCall, ToolResult, check
 from .pricing import units
 from .state import (
     COST_ROOM,
@@ -118,6 +118,7 @@ class Dispatch:
         "clock",
         "due",
         "early",
+        "evidence",
         "fast_request",
         "fast_response",
         "flat",
@@ -154,6 +155,9 @@ class Dispatch:
         #: The fast path's handlers by event type (``use``), and whether those of an LLM
         #: call's two events are this dispatch's own (called without a lookup).
         self.hot: dict[type, Any] = {}
+        #: Where the tool calls and results admitted without a word are kept, for a driver
+        #: that keeps the latest (``Governor.keep_tool_events``); None: nowhere.
+        self.evidence: Any = None
         self.fast_request = False
         self.fast_response = False
         self.run: Tally = governor._run
@@ -212,10 +216,19 @@ class Dispatch:
                     if kind is ModelResponse and self.fast_response:
                         return self.on_model_response(event)
                 handler = self.hot.get(kind)
-                if handler is not None:
-                    decision: Decision = handler(event)
-                    return decision
-            return self.governor._handle_slowly(event)
+                decision: Decision = (
+                    self.governor._handle_slowly(event) if handler is None else handler(event)
+                )
+            else:
+                decision = self.governor._handle_slowly(event)
+            evidence = self.evidence
+            if (
+                evidence is not None
+                and decision is CONTINUE
+                and (type(event) is ToolCall or type(event) is ToolResult)
+            ):
+                evidence.append(event)
+            return decision
         finally:
             if in_c:
                 _give(lock)

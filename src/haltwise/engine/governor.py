@@ -276,6 +276,13 @@ class Governor:
     def lock(self, lock: Any) -> None:
         self._dispatch.lock = lock
 
+    def keep_tool_events(self, kept: Any) -> None:
+        """Append each ``ToolCall`` and ``ToolResult`` that ``handle`` answers ``CONTINUE`` to
+        ``kept`` (a ``collections.deque`` with a ``maxlen``, say), or stop (None): how a driver
+        keeps the latest tool results as evidence for a synthesized answer, at the cost of an
+        append in the governor's own call."""
+        self._dispatch.evidence = kept
+
     def _handle_slowly(self, event: Event) -> Decision:
         if self._cancel_reason is not None:
             if type(event) is ModelResponse and self._stopped is None:
