@@ -213,3 +213,39 @@ def test_a_condition_waits_on_it_as_on_an_rlock() -> None:
     assert taken_elsewhere(lock)
     with pytest.raises(RuntimeError):
         condition.wait(0.01)  # not held
+
+
+@pytest.mark.parametrize("kind", [threading.RLock, Lock])
+def test_a_lock_set_in_place_of_the_governors_own_is_the_one_each_event_takes(
+    kind: type[object],
+) -> None:
+    governor = Governor(max_turns(100))
+    lock: threading.RLock = kind()  # type: ignore[assignment]
+    governor.lock = lock
+    assert governor.lock is lock
+    governor.handle(RunStarted("task"))
+    taken, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            taken.set()
+            go.wait(HOLD)
+
+    def reporter() -> None:
+        governor.handle(TurnStarting())
+        done.set()
+
+    holding = threading.Thread(target=holder)
+    holding.start()
+    assert taken.wait(5)
+    reporting = threading.Thread(target=reporter)
+    reporting.start()
+    assert not done.wait(0.2), "the event was decided while another thread held the lock"
+    go.set()
+    assert done.wait(5)
+    holding.join(5)
+    reporting.join(5)
+    assert governor.usage.turns == 1
+    # Taken and let go once per event: free again.
+    assert lock.acquire(blocking=False)
+    lock.release()

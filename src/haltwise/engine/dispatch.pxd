@@ -12,6 +12,8 @@ from haltwise.engine.state cimport InFlight, Slot, Tally, wide
 
 cdef wide _COST_ROOM, _MAX_CALL
 
+cdef class Lock
+
 cdef class Check:
     cdef readonly int kind
     cdef readonly object maximum
@@ -27,6 +29,7 @@ cdef class Dispatch:
     cdef readonly bint monotonic
     cdef public object due, hot, early, evidence
     cdef public tuple locking
+    cdef readonly Lock own_lock
     cdef public bint plain
     cdef readonly bint fast_request, fast_response
     cdef readonly Tally run, session

@@ -127,6 +127,7 @@ class Dispatch:
         "hot",
         "locking",
         "monotonic",
+        "own_lock",
         "plain",
         "priced",
         "run",
@@ -142,6 +143,8 @@ class Dispatch:
         #: ``acquire`` and ``release`` and whether it is taken from C (``lock``): one tuple,
         #: so that a new lock replaces all four at once.
         self.locking: tuple[Any, Any, Any, bool] = _locking(lock)
+        #: The lock when it is taken in C (a ``Lock``, compiled), else None.
+        self.own_lock: Lock | None = lock if self.locking[3] else None
         self.clock = clock
         #: Whether the clock is ``time.monotonic``, which the compiled dispatch reads in C.
         self.monotonic = clock is time.monotonic
@@ -183,6 +186,7 @@ class Dispatch:
     @lock.setter
     def lock(self, lock: Any) -> None:
         self.locking = _locking(lock)
+        self.own_lock = lock if self.locking[3] else None
 
     def handle(self, event: Any) -> Decision:
         """The decision for ``event`` (``Governor.handle``)."""
@@ -190,10 +194,12 @@ class Dispatch:
         # Compiled, the governor's own lock is taken in C; any other by its bound methods
         # rather than ``with lock``: the pair costs half as much, and a method looked up once
         # for each event a little more.
-        lock, acquire, release, in_c = self.locking
-        if in_c:
-            _take(lock, True, -1)
+        own = self.own_lock
+        release: Any = None
+        if own is not None:
+            _take(own, True, -1)
         else:
+            _, acquire, release, _ = self.locking
             acquire()
         try:
             due = self.due
@@ -230,8 +236,8 @@ class Dispatch:
                 evidence.append(event)
             return decision
         finally:
-            if in_c:
-                _give(lock)
+            if own is not None:
+                _give(own)
             else:
                 release()
 
