@@ -53,6 +53,12 @@ def cclass(cls: type[_T]) -> type[_T]:
     return cls
 
 
+def freelist(_: int) -> Callable[[type[_T]], type[_T]]:
+    """Compiled: an extension type that keeps up to that many freed objects to reuse.
+    Interpreted: the class as written."""
+    return cclass
+
+
 def locals(**_: Any) -> Callable[[_F], _F]:
     """Compiled: the function's arguments and locals typed as named. Interpreted: the function
     as written, so that a typed argument costs nothing at each call."""

@@ -13,8 +13,9 @@ Order within one run::
     RunEnded
 
 Compiled (``haltwise/_compiled.py``), each is a frozen extension type written by Cython's
-dataclass support; interpreted, a frozen slotted dataclass (``_pure.py``). Both have the same
-fields, defaults, equality, hash, repr, ``dataclasses.fields`` and ``replace``, and pickle.
+dataclass support, which keeps a few of its freed objects to build the next ones in;
+interpreted, a frozen slotted dataclass (``_pure.py``). Both have the same fields, defaults,
+equality, hash, repr, ``dataclasses.fields`` and ``replace``, and pickle.
 Assigning to a field raises ``AttributeError`` (``FrozenInstanceError``, a subclass of it, when
 interpreted). ``events.pxd`` declares the fields the compiled dispatch reads directly.
 
@@ -73,6 +74,7 @@ _MAX_CALL = Decimal(MAX_CALL_DOLLARS)
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class RunStarted:
     """A user prompt starts a run: run-scoped counts reset and the run's clock starts."""
@@ -84,12 +86,14 @@ class RunStarted:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class TurnStarting:
     """A turn (one model round trip with its tool calls) is about to run."""
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class ModelRequest:
     """A model call is about to be sent."""
@@ -110,6 +114,7 @@ class ModelRequest:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class ModelResponse:
     """A model call returned, with its usage."""
@@ -137,6 +142,7 @@ class ModelResponse:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class ToolCall:
     """A tool is about to be called."""
@@ -148,6 +154,7 @@ class ToolCall:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class ToolResult:
     """A tool call returned."""
@@ -161,6 +168,7 @@ class ToolResult:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class TurnEnded:
     """A turn finished."""
@@ -170,6 +178,7 @@ class TurnEnded:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class Injected:
     """A user message arrived mid-run. It is context for the same run: no count resets."""
@@ -178,6 +187,7 @@ class Injected:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class Progress:
     """The agent or a tool reports progress: how a stuck detector tells paging from looping."""
@@ -190,6 +200,7 @@ class Progress:
 
 
 @cython.dataclasses.dataclass(frozen=True)
+@cython.freelist(8)
 @cython.cclass
 class RunEnded:
     """The agent finished the run on its own."""
