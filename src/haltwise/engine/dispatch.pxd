@@ -50,12 +50,12 @@ cdef class Dispatch:
                    kind=int, refused=bint, wanted=cython.longlong, asked=cython.longlong,
                    prompt_run=cython.longlong, prompt_session=cython.longlong,
                    prompt=cython.longlong, cap=wide, free=wide, used=wide, worst=wide,
-                   room=wide)
+                   room=wide, requests=list)
     cpdef object on_model_request(self, ModelRequest event)
     @cython.locals(found=tuple)
     cdef wide _worst(self, object model, long long prompt, long long wanted) except? -2
     @cython.locals(check=Check, slot=Slot, tally=Tally, run=Tally, session=Tally, flight=InFlight,
-                   kind=int, used=wide, priced=wide, known=bint, index=Py_ssize_t,
+                   kind=int, used=wide, priced=wide, known=bint, index=Py_ssize_t, requests=list,
                    counted=cython.longlong, reservation=tuple, held_prompt=cython.longlong,
                    held_output=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)

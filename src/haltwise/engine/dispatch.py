@@ -510,12 +510,12 @@ class Dispatch:
         counted = output_tokens
         run.output_tokens += counted
         session.output_tokens += counted
-        if cache_read:
-            counted = cache_read
+        counted = cache_read
+        if counted:
             run.cache_read_tokens += counted
             session.cache_read_tokens += counted
-        if cache_write:
-            counted = cache_write
+        counted = cache_write
+        if counted:
             run.cache_write_tokens += counted
             session.cache_write_tokens += counted
         if known:
