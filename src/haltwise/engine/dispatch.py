@@ -146,8 +146,8 @@ class Dispatch:
         #: The lock when it is taken in C (a ``Lock``, compiled), else None.
         self.own_lock: Lock | None = lock if self.locking[3] else None
         self.clock = clock
-        #: Whether the clock is ``time.monotonic``, which the compiled dispatch reads in C.
-        self.monotonic = clock is time.monotonic
+        #: Whether the dispatch reads the clock in C: compiled, when it is ``time.monotonic``.
+        self.monotonic = cython.compiled and clock is time.monotonic
         #: The earliest deadline of the plain time limits left out of the checks (None: none).
         self.due: float | None = None
         #: True while nothing but the limits can change the next decision (the fast path).
@@ -195,22 +195,20 @@ class Dispatch:
         # rather than ``with lock``: the pair costs half as much, and a method looked up once
         # for each event a little more.
         own = self.own_lock
-        release: Any = None
-        if own is not None:
-            _take(own, True, -1)
-        else:
+        if own is None:
             _, acquire, release, _ = self.locking
             acquire()
+        else:
+            _take(own, True, -1)
         try:
             due = self.due
-            if due is not None:
+            if due is not None and (
                 # Compiled, ``time.monotonic`` is read in C, as Python reads it.
-                if cython.compiled and self.monotonic:
-                    late = _monotonic() >= cython.cast(cython.double, due)
-                else:
-                    late = self.clock() >= due
-                if late:
-                    self.governor._time_is_up()
+                _monotonic() >= cython.cast(cython.double, due)
+                if self.monotonic
+                else self.clock() >= due
+            ):
+                self.governor._time_is_up()
             if self.plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 kind = type(event)
@@ -236,10 +234,10 @@ class Dispatch:
                 evidence.append(event)
             return decision
         finally:
-            if own is not None:
-                _give(own)
-            else:
+            if own is None:
                 release()
+            else:
+                _give(own)
 
     def pre(self, checks: tuple[Any, ...], event: Any) -> Decision | None:
         """What the governor's ``checks`` (``(limit, slot, ctx)`` each) say before ``event``
@@ -651,7 +649,7 @@ if not cython.compiled:
         return 0
 
     def _monotonic() -> float:
-        """``time.monotonic()`` (``handle`` reads it only compiled: interpreted, it calls the
+        """``time.monotonic()`` (``handle`` reads it so only compiled: interpreted, it calls the
         governor's clock)."""
         return time.monotonic()
 
