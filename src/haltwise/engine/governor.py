@@ -28,7 +28,7 @@ import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -63,7 +63,16 @@ from .events import (
 )
 from .hotpath import compile_handlers
 from .ledger import DEFAULT_LEASE, Ledger, MemoryLedger
-from .limits import ALL_EVENTS, Context, Leaf, Limit, LimitStatus, any_of, as_limit
+from .limits import (
+    ALL_EVENTS,
+    Context,
+    EventType,
+    Leaf,
+    Limit,
+    LimitStatus,
+    any_of,
+    as_limit,
+)
 from .outcome import Outcome, Status, Usage
 from .pricing import Pricer, UnitPricer, dollars, in_units, units
 from .state import (
@@ -1262,9 +1271,10 @@ class Governor:
                 if isinstance(member, Leaf) and not member.enforced:
                     continue
                 slot = owned.get(member) if isinstance(member, Leaf) else None
+                before = member.pre_events
                 if isinstance(member, Leaf) and member.share is not None and slot is not None:
                     # Checked by the ledger, in one step with every governor sharing its key.
-                    for event_type in member.pre_events:
+                    for event_type in before:
                         shared[event_type].append((member, slot, ctx))
                     continue
                 # A plain time limit (no soft threshold, not in shadow) has nothing to say
@@ -1276,15 +1286,15 @@ class Governor:
                     and not member.shadow
                     and member.warn_at is None
                 )
-                after = set(member.post_events)
+                # Each event type's table gets the check once, whatever order they are named in.
+                after: Collection[EventType] = member.post_events
                 if member.warn_at is not None:
-                    after.update(member.pre_events)
+                    after = {*after, *before}
                 check = (member, slot, ctx)
-                checked_after = [event_type for event_type in ALL_EVENTS if event_type in after]
                 for table in (full,) if timer else (full, fast):
-                    for event_type in member.pre_events:
+                    for event_type in before:
                         table[event_type][0].append(check)
-                    for event_type in checked_after:
+                    for event_type in after:
                         table[event_type][1].append(check)
                 if isinstance(member, Leaf) and slot is not None and not member.shadow:
                     if member.allows:
