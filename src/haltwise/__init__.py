@@ -11,8 +11,9 @@ from . import _compiled
 _compiled.choose()
 
 
+import typing as _typing
+
 from .config import Settings, load_config, parse_turn_limit
-from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
 from .engine.decisions import CONTINUE, Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
 from .engine.detectors import (
     cycles,
@@ -74,34 +75,70 @@ from .engine.limits import (
 )
 from .engine.outcome import Outcome, Status, Usage
 from .engine.policies import Evidence, Policy
-from .loops import (
-    LoopResult,
-    attempts,
-    convergence,
-    cost_gate,
-    max_plan_size,
-    refine,
-    session_limits,
-    simplify,
-)
 from .pricing import ModelRate, Prices
+
+if _typing.TYPE_CHECKING:
+    from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
+    from .loops import (
+        LoopResult,
+        attempts,
+        convergence,
+        cost_gate,
+        max_plan_size,
+        refine,
+        session_limits,
+        simplify,
+    )
 
 unlimited = UNLIMITED
 
+#: The names imported when first asked for, by the module that holds them: the drivers import
+#: asyncio (some 20 ms), and a program that only decides (an audit, a governor of its own)
+#: never needs them.
+_LAZY = {
+    **dict.fromkeys(
+        ("AsyncRun", "Guard", "Run", "console_prompter", "response_event"), "haltwise.drivers"
+    ),
+    **dict.fromkeys(
+        (
+            "LoopResult",
+            "attempts",
+            "convergence",
+            "cost_gate",
+            "max_plan_size",
+            "refine",
+            "session_limits",
+            "simplify",
+        ),
+        "haltwise.loops",
+    ),
+}
 
-def __getattr__(name: str) -> str:
+
+def __getattr__(name: str) -> _typing.Any:
     # ``__version__`` is read from the installed package's metadata when first asked for:
     # importing ``importlib.metadata`` and reading it costs an import of haltwise some 30 ms.
-    if name != "__version__":
-        raise AttributeError(f"module 'haltwise' has no attribute {name!r}")
-    from importlib import metadata
+    if name == "__version__":
+        from importlib import metadata
 
-    try:
-        version = metadata.version("haltwise")
-    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        version = "0.0.0"
-    globals()["__version__"] = version
-    return version
+        try:
+            version = metadata.version("haltwise")
+        except metadata.PackageNotFoundError:  # a source tree that is not installed
+            version = "0.0.0"
+        globals()["__version__"] = version
+        return version
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'haltwise' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

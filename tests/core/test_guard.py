@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -327,3 +329,20 @@ def test_the_public_surface_is_flat_sorted_and_complete() -> None:
     modules |= {"adapters", "dashboard", "ledgers", "loops", "pricing", "testing"}
     assert public - set(names) - modules == set()
     assert re.fullmatch(r"\d+\.\d+\.\d+", haltwise.__version__)
+
+
+def test_importing_haltwise_leaves_the_drivers_and_loops_until_one_is_asked_for() -> None:
+    # The drivers import asyncio: a program that only decides (an audit) never needs them.
+    code = (
+        "import sys\n"
+        "import haltwise\n"
+        "print(sorted(m for m in ('asyncio', 'haltwise.drivers', 'haltwise.loops') "
+        "if m in sys.modules))\n"
+        "print('Guard' in dir(haltwise), haltwise.Guard.__module__)\n"
+        "from haltwise import attempts\n"
+        "print(attempts is haltwise.loops.attempts, 'asyncio' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.splitlines() == ["[]", "True haltwise.drivers.guard", "True True"]
