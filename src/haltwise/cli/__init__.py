@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .. import __version__, _compiled
+from .. import _compiled
 from ..engine.errors import ConfigurationError, HaltwiseError
 from ._errors import EXIT_BROKEN_PIPE, crash_log_path, log_crash, say, silence_stdout
 
@@ -55,17 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
         prog="haltwise",
         description="Make every LLM agent loop halt at the right moment, with nothing lost.",
     )
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"haltwise {__version__} ({_compiled.BUILD}: {_compiled.REASON})",
-    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = _load(name)
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the package's metadata is read only when it is asked for (importing
+    ``importlib.metadata`` costs every command some 15 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from .. import __version__
+
+        sys.stdout.write(f"haltwise {__version__} ({_compiled.BUILD}: {_compiled.REASON})\n")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
