@@ -119,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cli._errors import check_output_path
     from .expr import scaled
-    from .html import SweepPoint, render_page
     from .jobs import Plan, WorkerDied, audit_files
     from .readers import Reader, find_files
     from .replay import RunResult
@@ -197,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
     groups = _groups(results, Totals)
     if args.html:
+        from .html import SweepPoint, render_page
+
         points = []
         if sweep_texts:
             for factor, expression, outcomes in zip(SWEEP, sweep_texts, swept, strict=True):

@@ -15,10 +15,9 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..engine.limits import Limit, as_limit
 from ..pricing import Prices
@@ -26,6 +25,9 @@ from .expr import parse_limits
 from .readers import Reader, ReadNotes
 from .replay import RunResult, replay
 from .runs import ReadError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["Auditor", "FileAudit", "Plan", "WorkerDied", "audit_files"]
 
@@ -159,6 +161,10 @@ def audit_files(files: Sequence[tuple[Path, str]], plan: Plan, *, jobs: int) -> 
         for path, corpus in files:
             yield auditor.audit(path, corpus)
         return
+    # Imported here: an audit in one process needs no pool (multiprocessing takes some 10 ms).
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     # No more workers than files: each one builds its limits and prices before its first file.
     workers = min(jobs, len(files))
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(plan,))
