@@ -44,7 +44,7 @@ from haltwise import (
     timeout,
 )
 from haltwise.engine.events import MAX_CALL_DOLLARS, MAX_COUNT, check
-from haltwise.engine.pricing import UNITS_PER_USD
+from haltwise.engine.pricing import UNITS_PER_USD, dollars, units
 from haltwise.engine.state import COST_ROOM, MAX_COST, MAX_TALLY, TALLY_ROOM
 from haltwise.pricing import Prices
 from haltwise.testing import FakeClock
@@ -397,6 +397,23 @@ def test_dollar_totals_stop_taking_costs_short_of_a_c_integer(limits: Any) -> No
     data["run"]["cost"] = str(room + 1)
     with pytest.raises(ConfigurationError, match="not a haltwise checkpoint"):
         governor.restore(data)
+
+
+@pytest.mark.parametrize(
+    "amount", [1, 10**18 - 1, 123456789012345678901234567890123, COST_ROOM, MAX_COST]
+)
+def test_dollars_and_units_convert_exactly_however_large_the_total(amount: int) -> None:
+    """A checkpoint writes a total in dollars and reads it back in units: exactly, past the 28
+    digits of decimal's default context (a total past $10^10, to the 10^-18, was rounded)."""
+    assert units(dollars(amount)) == amount
+    assert units(dollars(-amount)) == -amount
+    governor = Governor(max_turns(5), clock=FakeClock())
+    governor.handle(RunStarted("task"))
+    data = governor.checkpoint()
+    data["session"]["cost"] = str(dollars(min(amount, COST_ROOM)))
+    governor.restore(data)
+    assert governor.checkpoint()["session"]["cost"] == str(dollars(min(amount, COST_ROOM)))
+    assert governor._session.cost == min(amount, COST_ROOM)
 
 
 _DEAR = Prices({"dear": {"input": "1e15", "output": "1e15"}})  # $10^9 a token

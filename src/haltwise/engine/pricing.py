@@ -9,7 +9,7 @@ token. A price the pricer does not know is ``None`` ("unknown"), never zero.
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import Protocol
 
 from .errors import InvalidValueError
@@ -20,22 +20,25 @@ __all__ = ["UNITS_PER_USD", "Pricer", "UnitPricer", "dollars", "in_units", "unit
 UNITS_PER_USD = 10**18
 _SCALE = Decimal(UNITS_PER_USD)
 _ONE = Decimal(1)
+#: The arithmetic between dollars and units, exact for any amount of up to 100 digits (a total
+#: has at most 39): the default context's 28 would round a total past $10^10 to the 10^-18.
+_EXACT = Context(prec=100)
 
 
 def units(usd: Decimal) -> int:
     """``usd`` in the engine's units, exact for up to 18 decimals, else rounded half-even."""
     if not usd.is_finite():
         raise InvalidValueError("a cost in dollars", usd, "a finite Decimal, such as 0.0042")
-    scaled = usd.scaleb(18)
+    scaled = usd.scaleb(18, _EXACT)
     whole = int(scaled)
     if whole == scaled:
         return whole
-    return int(scaled.quantize(_ONE, rounding=ROUND_HALF_EVEN))
+    return int(scaled.quantize(_ONE, rounding=ROUND_HALF_EVEN, context=_EXACT))
 
 
 def dollars(amount: int) -> Decimal:
     """``amount`` units as ``Decimal`` USD, without trailing zeros after the decimal point."""
-    return Decimal(amount) / _SCALE
+    return _EXACT.divide(Decimal(amount), _SCALE)
 
 
 class Pricer(Protocol):
