@@ -140,11 +140,10 @@ class Dispatch:
     def __init__(self, governor: Governor, lock: Any, clock: Any, plain: bool) -> None:
         self.governor = governor
         #: Held while an event is decided and counted (``Governor.lock``), with its bound
-        #: ``acquire`` and ``release`` and whether it is taken from C (``lock``): one tuple,
-        #: so that a new lock replaces all four at once.
-        self.locking: tuple[Any, Any, Any, bool] = _locking(lock)
+        #: ``acquire`` and ``release``: one tuple, so that a new lock replaces all three at once.
+        self.locking: tuple[Any, Any, Any] = (lock, lock.acquire, lock.release)
         #: The lock when it is taken in C (a ``Lock``, compiled), else None.
-        self.own_lock: Lock | None = lock if self.locking[3] else None
+        self.own_lock: Lock | None = _own(lock)
         self.clock = clock
         #: Whether the dispatch reads the clock in C: compiled, when it is ``time.monotonic``.
         self.monotonic = cython.compiled and clock is time.monotonic
@@ -185,8 +184,8 @@ class Dispatch:
 
     @lock.setter
     def lock(self, lock: Any) -> None:
-        self.locking = _locking(lock)
-        self.own_lock = lock if self.locking[3] else None
+        self.locking = (lock, lock.acquire, lock.release)
+        self.own_lock = _own(lock)
 
     def handle(self, event: Any) -> Decision:
         """The decision for ``event`` (``Governor.handle``)."""
@@ -196,7 +195,7 @@ class Dispatch:
         # for each event a little more.
         own = self.own_lock
         if own is None:
-            _, acquire, release, _ = self.locking
+            _, acquire, release = self.locking
             acquire()
         else:
             _take(own, True, -1)
@@ -551,10 +550,9 @@ class Dispatch:
         return CONTINUE
 
 
-def _locking(lock: Any) -> tuple[Any, Any, Any, bool]:
-    """``Dispatch.locking`` for ``lock``: taken in C when it is a ``Lock`` and this module is
-    compiled."""
-    return (lock, lock.acquire, lock.release, cython.compiled and type(lock) is Lock)
+def _own(lock: Any) -> Lock | None:
+    """``lock`` when the dispatch takes it in C (a ``Lock``, this module compiled), else None."""
+    return lock if cython.compiled and type(lock) is Lock else None
 
 
 def new_lock() -> Any:
