@@ -1,4 +1,4 @@
-"""Replay: each recorded run fed, event by event, to a ``Governor`` on a fake clock.
+"""Replay: each recorded run fed, event by event, to a ``Governor`` on a clock that stands still.
 
 The governor decides exactly as it would have live. Its decisions are carried out as far as a
 recording allows: a ``Warn`` is noted (the recorded model never saw it); a ``Block`` means the
@@ -26,6 +26,12 @@ from ..engine.pricing import Pricer
 from .runs import Run, RunMeta
 
 __all__ = ["RunResult", "replay"]
+
+
+def _still() -> float:
+    """The time of a replay: a recording's time does not pass again, and no time limit runs
+    out while one is replayed."""
+    return 0.0
 
 
 @dataclass(slots=True)
@@ -95,9 +101,7 @@ def replay(
 ) -> list[RunResult]:
     """Replay ``run`` through each of ``limits``; one ``RunResult`` for each, in order."""
     if clock is None:
-        from ..testing.clock import FakeClock
-
-        clock = FakeClock()
+        clock = _still
     replays = [
         _Replay(
             Governor(limit, clock=clock, pricer=pricer, new_id=lambda: run.meta.run_id),
