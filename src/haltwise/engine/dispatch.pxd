@@ -31,7 +31,8 @@ cdef class Dispatch:
     cdef public tuple locking
     cdef readonly Lock own_lock
     cdef public bint plain
-    cdef readonly bint fast_request, fast_response
+    cdef readonly bint fast_request, fast_response, fast_call, fast_result
+    cdef readonly tuple call_pre, call_post, result_pre, result_post, shared_call
     cdef readonly Tally run, session
     cdef readonly InFlight flight
     cdef readonly tuple before_checks, after_checks
@@ -59,6 +60,11 @@ cdef class Dispatch:
                    counted=cython.longlong, reservation=tuple, held_prompt=cython.longlong,
                    held_output=cython.longlong)
     cpdef object on_model_response(self, ModelResponse event)
+
+    # A tool call's two events, their tallies typed.
+    @cython.locals(run=Tally, session=Tally, by_name=dict)
+    cpdef object on_tool_call(self, ToolCall event)
+    cpdef object on_tool_result(self, ToolResult event)
 
 # ``time.monotonic()``, read as Python 3.11 to 3.13 read it (``_PyTime_AsSecondsDouble``).
 cdef inline double _monotonic() noexcept nogil:

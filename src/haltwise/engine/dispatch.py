@@ -115,12 +115,16 @@ class Dispatch:
     __slots__ = (
         "after_checks",
         "before_checks",
+        "call_post",
+        "call_pre",
         "clock",
         "due",
         "early",
         "evidence",
+        "fast_call",
         "fast_request",
         "fast_response",
+        "fast_result",
         "flat",
         "flight",
         "governor",
@@ -130,9 +134,12 @@ class Dispatch:
         "own_lock",
         "plain",
         "priced",
+        "result_post",
+        "result_pre",
         "run",
         "run_prices",
         "session",
+        "shared_call",
         "unit_price",
         "worst_units",
     )
@@ -162,6 +169,16 @@ class Dispatch:
         self.evidence: Any = None
         self.fast_request = False
         self.fast_response = False
+        #: The same for a tool call's two events: whether their handlers are this dispatch's.
+        self.fast_call = False
+        self.fast_result = False
+        #: The checks before and after a tool call and a tool result, and the shared budgets'
+        #: checks of a call (``use_tool_checks``).
+        self.call_pre: tuple[Any, ...] = ()
+        self.call_post: tuple[Any, ...] = ()
+        self.result_pre: tuple[Any, ...] = ()
+        self.result_post: tuple[Any, ...] = ()
+        self.shared_call: tuple[Any, ...] = ()
         self.run: Tally = governor._run
         self.session: Tally = governor._session
         self.flight: InFlight = governor._in_flight
@@ -211,17 +228,25 @@ class Dispatch:
             if self.plain:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 kind = type(event)
-                # Only compiled are the LLM-call handlers called without a lookup (Cython
-                # drops the test): interpreted, hotpath.py writes its own for them.
+                # Only compiled are this dispatch's own handlers called without a lookup
+                # (Cython drops the tests): interpreted, hotpath.py writes its own for an LLM
+                # call, and a tool call's two events are handed on through ``hot``. A tool
+                # event's decision is kept as evidence below.
                 if cython.compiled:
                     if kind is ModelRequest and self.fast_request:
                         return self.on_model_request(event)
                     if kind is ModelResponse and self.fast_response:
                         return self.on_model_response(event)
-                handler = self.hot.get(kind)
-                decision: Decision = (
-                    self.governor._handle_slowly(event) if handler is None else handler(event)
-                )
+                decision: Decision
+                if cython.compiled and kind is ToolCall and self.fast_call:
+                    decision = self.on_tool_call(event)
+                elif cython.compiled and kind is ToolResult and self.fast_result:
+                    decision = self.on_tool_result(event)
+                else:
+                    handler = self.hot.get(kind)
+                    decision = (
+                        self.governor._handle_slowly(event) if handler is None else handler(event)
+                    )
             else:
                 decision = self.governor._handle_slowly(event)
             evidence = self.evidence
@@ -297,6 +322,55 @@ class Dispatch:
         self.hot = hot
         self.fast_request = hot.get(ModelRequest) == self.on_model_request
         self.fast_response = hot.get(ModelResponse) == self.on_model_response
+        self.fast_call = hot.get(ToolCall) == self.on_tool_call
+        self.fast_result = hot.get(ToolResult) == self.on_tool_result
+
+    def use_tool_checks(
+        self,
+        call: tuple[tuple[Any, ...], tuple[Any, ...]],
+        result: tuple[tuple[Any, ...], tuple[Any, ...]],
+        shared: tuple[Any, ...],
+    ) -> None:
+        """Decide tool calls and results with these checks: before and after a call, before
+        and after a result (the governor's tables), and those of the shared budgets a call
+        takes from."""
+        self.call_pre, self.call_post = call
+        self.result_pre, self.result_post = result
+        self.shared_call = shared
+
+    def on_tool_call(self, event: ToolCall) -> Decision:
+        """The governor's handler of a ``ToolCall``: the checks before it, the shared budgets,
+        the count, the checks after it. The calls to ``pre`` and ``post`` are left out when no
+        limit checks the event."""
+        if self.call_pre:
+            decision = self.pre(self.call_pre, event)
+            if decision is not None:
+                return decision
+        governor = self.governor
+        if self.shared_call and not governor._checked:
+            decision = governor._take_shared(self.shared_call, event)
+            if decision is not None:
+                return decision
+        name = event.name
+        run = self.run
+        session = self.session
+        run.tool_calls += 1
+        session.tool_calls += 1
+        by_name = run.tool_calls_by_name
+        by_name[name] = by_name.get(name, 0) + 1
+        by_name = session.tool_calls_by_name
+        by_name[name] = by_name.get(name, 0) + 1
+        if self.call_post or self.early is not None:
+            return self.post(self.call_post, event)
+        return CONTINUE
+
+    def on_tool_result(self, event: ToolResult) -> Decision:
+        """The governor's handler of a ``ToolResult``: the checks before it and after it."""
+        if self.result_pre:
+            decision = self.pre(self.result_pre, event)
+            if decision is not None:
+                return decision
+        return self.post(self.result_post, event) if self.result_post else CONTINUE
 
     def use_checks(self, before: tuple[Check, ...], after: tuple[Check, ...], pricer: Any) -> None:
         """Decide requests and responses with these checks (and ``pricer``, when a cost limit

@@ -247,8 +247,8 @@ class Governor:
             TurnStarting: self._on_turn_starting,
             ModelRequest: self._on_model_request,
             ModelResponse: self._on_model_response,
-            ToolCall: self._on_tool_call,
-            ToolResult: self._on_tool_result,
+            ToolCall: self._dispatch.on_tool_call,
+            ToolResult: self._dispatch.on_tool_result,
             TurnEnded: self._on_turn_ended,
             Injected: self._on_other,
             Progress: self._on_other,
@@ -957,32 +957,6 @@ class Governor:
             run.cost += cost
             session.cost += cost
 
-    def _on_tool_call(self, event: ToolCall) -> Decision:
-        if self._pre_tool:
-            decision = self._pre(self._pre_tool, event)
-            if decision is not None:
-                return decision
-        if self._shared_tool and not self._checked:
-            decision = self._take_shared(self._shared_tool, event)
-            if decision is not None:
-                return decision
-        name = event.name
-        run, session = self._run, self._session
-        run.tool_calls += 1
-        session.tool_calls += 1
-        run.tool_calls_by_name[name] = run.tool_calls_by_name.get(name, 0) + 1
-        session.tool_calls_by_name[name] = session.tool_calls_by_name.get(name, 0) + 1
-        if self._post_tool or self._dispatch.early is not None:
-            return self._post(self._post_tool, event)
-        return CONTINUE
-
-    def _on_tool_result(self, event: ToolResult) -> Decision:
-        if self._pre_result:
-            decision = self._pre(self._pre_result, event)
-            if decision is not None:
-                return decision
-        return self._post(self._post_result, event) if self._post_result else CONTINUE
-
     def _on_turn_ended(self, event: TurnEnded) -> Decision:
         if event.text:
             self._last_text = event.text
@@ -1308,7 +1282,6 @@ class Governor:
         self._shared_checks = {t: tuple(checks) for t, checks in shared.items() if checks}
         self._shared_turn = self._shared_checks.get(TurnStarting, ())
         self._shared_request = self._shared_checks.get(ModelRequest, ())
-        self._shared_tool = self._shared_checks.get(ToolCall, ())
         self._set_due()
 
     def _set_due(self) -> None:
@@ -1354,8 +1327,9 @@ class Governor:
         self._pre_turn, self._post_turn = tables[TurnStarting]
         self._pre_request, self._post_request = tables[ModelRequest]
         self._pre_response, self._post_response = tables[ModelResponse]
-        self._pre_tool, self._post_tool = tables[ToolCall]
-        self._pre_result, self._post_result = tables[ToolResult]
+        self._dispatch.use_tool_checks(
+            tables[ToolCall], tables[ToolResult], self._shared_checks.get(ToolCall, ())
+        )
         self._pre_turn_end, self._post_turn_end = tables[TurnEnded]
         self._pre_run_end = tables[RunEnded][0]
         self._tables = tables

@@ -221,7 +221,7 @@ class _Plan:
         lines = [
             "def on_tool_call(event):",
             "    if dispatch.early is not None:",
-            "        return governor._on_tool_call(event)",
+            "        return dispatch.on_tool_call(event)",
             "    name = event.name",
         ]
         for limit, slot, _ in pre:
@@ -235,7 +235,7 @@ class _Plan:
             lines += [
                 f"    # {limit!r}",
                 f"    if {test}{used} - {name}.baseline >= {limit.maximum} + {name}.extra:",
-                "        return governor._on_tool_call(event)",
+                "        return dispatch.on_tool_call(event)",
             ]
         return [
             *lines,
