@@ -264,18 +264,18 @@ class Dispatch:
                 _give(own)
 
     def pre(self, checks: tuple[Any, ...], event: Any) -> Decision | None:
-        """What the governor's ``checks`` (``(limit, slot, ctx)`` each) say before ``event``
-        spends: None when each admits it, a note some gave kept for the event's decision
+        """What the governor's ``checks`` (``(limit, slot, ctx, limit.pre)`` each) say before
+        ``event`` spends: None when each admits it, a note some gave kept for the event's decision
         (``early``); else the decision of the first to refuse it, or to trip
         (``Governor._trip``)."""
         governor = self.governor
         if governor._checked:
             return None
         bypass = governor._bypass
-        for limit, slot, ctx in checks:
+        for limit, slot, ctx, judge in checks:
             if limit is bypass:
                 continue
-            verdict = limit.pre(event, slot, ctx)
+            verdict = judge(event, slot, ctx)
             if verdict is None:
                 continue
             if type(verdict) is Warn:
@@ -298,8 +298,8 @@ class Dispatch:
         it spent, are joined."""
         warn = self.early
         self.early = None
-        for limit, slot, ctx in checks:
-            verdict = limit.post(event, slot, ctx)
+        for limit, slot, ctx, judge in checks:
+            verdict = judge(event, slot, ctx)
             if verdict is None:
                 pass
             elif type(verdict) is str:

@@ -89,7 +89,12 @@ __all__ = ["Governor", "Phase", "ShadowTrip"]
 
 #: A check the governor runs for one event type: a top-level limit, its slot (None for groups)
 #: and the context it reads (the governor, or a phase).
-_Check = tuple[Limit, "Slot | None", Context]
+#: A check of the tables: (limit, its slot or None, the context it reads, and the limit's bound
+#: ``pre`` in a table of checks before an event, its ``post`` in one after: ``Dispatch`` calls
+#: it without looking the method up on every event).
+_Check = tuple[Limit, "Slot | None", Context, Callable[..., Any]]
+#: A check of the shared budgets (``Budgets.take``): (limit, its slot, the context it reads).
+_Shared = tuple[Limit, "Slot | None", Context]
 #: The events a child governor passes up to its parent: they spend the parent's budgets too.
 _SPENDING = (ModelRequest, ModelResponse, ToolCall, ToolResult)
 
@@ -864,7 +869,7 @@ class Governor:
                     return decision
         return self._post(self._post_response, event)
 
-    def _take_shared(self, checks: tuple[_Check, ...], event: Event) -> Decision | None:
+    def _take_shared(self, checks: tuple[_Shared, ...], event: Event) -> Decision | None:
         """The shared budgets' say on ``event``: None when each granted what it needs (a
         request's reservations then wait in ``_holds`` for ``_count_request``)."""
         holds, lowered, problem = self._budgets.take(checks, event, self._run_id)
@@ -1011,7 +1016,7 @@ class Governor:
         call. If even that does not fit, the run ends with its partial output, saying so."""
         stop = self._stopped
         assert stop is not None
-        for limit, slot, ctx in self._pre_request:
+        for limit, slot, ctx, _ in self._pre_request:
             if limit.reason not in ("token_limit", "cost_limit") or limit.shadow:
                 continue
             verdict = limit.pre(event, slot, ctx)
@@ -1239,7 +1244,7 @@ class Governor:
         fast: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
         allowing: list[tuple[Leaf, Slot, Context]] = []
         deadlines: list[tuple[Leaf, Slot, Context]] = []
-        shared: dict[type, list[_Check]] = {t: [] for t in ALL_EVENTS}
+        shared: dict[type, list[_Shared]] = {t: [] for t in ALL_EVENTS}
         for limit, owned, ctx in contexts:
             for member in limit.members():
                 if isinstance(member, Leaf) and not member.enforced:
@@ -1264,12 +1269,13 @@ class Governor:
                 after: Collection[EventType] = member.post_events
                 if member.warn_at is not None:
                     after = {*after, *before}
-                check = (member, slot, ctx)
+                pre_check = (member, slot, ctx, member.pre)
+                post_check = (member, slot, ctx, member.post)
                 for table in (full,) if timer else (full, fast):
                     for event_type in before:
-                        table[event_type][0].append(check)
+                        table[event_type][0].append(pre_check)
                     for event_type in after:
-                        table[event_type][1].append(check)
+                        table[event_type][1].append(post_check)
                 if isinstance(member, Leaf) and slot is not None and not member.shadow:
                     if member.allows:
                         allowing.append((member, slot, ctx))

@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["compile_handlers", "source"]
 
 Handler = Callable[[Any], Decision]
-#: A check of the governor's tables: (limit, its slot or None, the context it reads).
-_Check = tuple[Any, "Slot | None", Any]
+#: A check of the governor's tables: (limit, its slot or None, the context it reads, and the
+#: limit's bound ``pre`` or ``post``).
+_Check = tuple[Any, "Slot | None", Any, Any]
 #: The limits each fast handler can decide, by the event it checks them before.
 _BEFORE: dict[type, tuple[type[Leaf], ...]] = {
     TurnStarting: (_MaxTurns,),
@@ -124,7 +125,7 @@ class _Plan:
                 self.events[event_type] = (pre, post)
                 if event_type in _WRITTEN:
                     self.written[event_type] = (pre, post)
-                    for _, slot, _ in (*pre, *post):
+                    for _, slot, _, _ in (*pre, *post):
                         assert slot is not None
                         if slot not in self.slots:
                             self.slots.append(slot)
@@ -132,7 +133,7 @@ class _Plan:
     def checks(self, checks: tuple[_Check, ...]) -> tuple[Check, ...]:
         """``checks`` as the dispatch's LLM-call handlers run them."""
         made = []
-        for limit, slot, _ in checks:
+        for limit, slot, _, _ in checks:
             assert slot is not None
             made.append(Check(limit, slot, slot.tally is self.governor._run))
         return tuple(made)
@@ -208,7 +209,7 @@ class _Plan:
             "    if dispatch.early is not None:",
             "        return governor._on_turn_starting(event)",
         ]
-        for limit, slot, _ in pre:
+        for limit, slot, _, _ in pre:
             name, tally = self.slot(slot), self.tally(slot)
             lines += [
                 f"    # {limit!r}",
@@ -224,7 +225,7 @@ class _Plan:
             "        return dispatch.on_tool_call(event)",
             "    name = event.name",
         ]
-        for limit, slot, _ in pre:
+        for limit, slot, _, _ in pre:
             name, tally = self.slot(slot), self.tally(slot)
             if limit.tool is None:
                 used = f"{tally}.tool_calls"
@@ -260,11 +261,11 @@ class _Plan:
             # The prompt's size, as each tally estimates it when the driver does not say.
             "    prompt = run.last_input_tokens if asked is None else asked",
         ]
-        if any(self.tally(slot) == "session" for _, slot, _ in pre):
+        if any(self.tally(slot) == "session" for _, slot, _, _ in pre):
             lines.append(
                 "    prompt_session = session.last_input_tokens if asked is None else asked"
             )
-        for limit, slot, _ in pre:
+        for limit, slot, _, _ in pre:
             name, tally = self.slot(slot), self.tally(slot)
             lines.append(f"    # {limit!r}")
             if isinstance(limit, _MaxModelCalls):
@@ -324,7 +325,7 @@ class _Plan:
         if not self.governor._needs_prices:
             lines.append("    cost = None")
         elif any(
-            isinstance(limit, _MaxCost) and self.tally(slot) == "run" for limit, slot, _ in pre
+            isinstance(limit, _MaxCost) and self.tally(slot) == "run" for limit, slot, _, _ in pre
         ):
             # The run's cost limit priced this very request (an empty model name raised).
             lines.append("    cost = None if wanted is None else worst_run")
@@ -432,7 +433,7 @@ class _Plan:
         ]
         if self.governor._needs_prices:
             lines += ["    if cost is None:", "        return after_response(event, cost)"]
-        for limit, slot, _ in post:
+        for limit, slot, _, _ in post:
             name, tally = self.slot(slot), self.tally(slot)
             if isinstance(limit, _MaxCost):
                 used, cap = f"{tally}.cost", limit.units
@@ -463,7 +464,7 @@ def _name(event_type: type) -> str:
 def _inlined(check: _Check, kinds: tuple[type[Leaf], ...], governor: Governor) -> bool:
     """Whether a fast handler can stand in for ``check``: a limit of a kind it inlines,
     counted on the governor's own tallies, that can only trip (no note, no shadow)."""
-    limit, slot, ctx = check
+    limit, slot, ctx, _ = check
     return (
         type(limit) in kinds
         and slot is not None
