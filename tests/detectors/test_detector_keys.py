@@ -33,6 +33,7 @@ from haltwise.engine.detectors._keys import (
     LineHashes,
     ResultInfo,
     _analyze_result,
+    _distinct,
     _folded_lines,
     _last_exception_name,
     _line_hashes,
@@ -422,6 +423,20 @@ def test_what_a_result_repeats_of_its_call_is_set_aside(text: str, echoes: list[
     judged = list(dict.fromkeys(replaced.split("\n"))) if lines and ordered else lines
     assert info.lines == _line_hashes(judged)
     assert info.echo_only == bool(lines and ordered and _ONLY_ARGS.match(replaced))
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), min_size=1, max_size=6, unique=True),
+    st.data(),
+)
+def test_lines_made_alike_by_masking_are_kept_once_as_a_dict_keeps_them(
+    lines: list[str], data: st.DataObject
+) -> None:
+    # Masking changes some of a result's distinct lines, perhaps into one another: a line each
+    # text stands for once, at its first place, whichever lines changed.
+    masks = st.sampled_from(["a", "b", "c", "<n>", "<n> x"])
+    masked = [data.draw(st.one_of(st.just(line), masks)) for line in lines]
+    assert _distinct(masked, lines) == list(dict.fromkeys(masked))
 
 
 @pytest.mark.parametrize("output", ["", "   ", "\n\n  \t\n"])

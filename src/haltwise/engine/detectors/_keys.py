@@ -844,9 +844,30 @@ def _sample(content: str) -> tuple[list[str], list[str], bool]:
         truncated = True
     # Masked after sampling: only the lines compared are scanned. A line only remembered is
     # kept unmasked: at worst, a later line with an id or a clock in it looks new.
-    # The lines are distinct already: only those masking changed can have become the same.
     masked = _masked_lines(lines)
-    return (lines if masked is lines else list(dict.fromkeys(masked))), middle, truncated
+    return (lines if masked is lines else _distinct(masked, lines)), middle, truncated
+
+
+def _distinct(masked: list[str], lines: list[str]) -> list[str]:
+    """``masked`` (``lines``, distinct, each masked) without the lines that masking made the
+    same as one before them. Only a line masking changed can have become another: when one
+    did (a test run's summary with its duration), it is compared with the others rather than
+    every line hashed again into a dict."""
+    changed = -1
+    for index in range(len(lines)):
+        if masked[index] != lines[index]:
+            if changed >= 0:
+                return list(dict.fromkeys(masked))  # two or more: each may meet any other
+            changed = index
+    if changed < 0:
+        return masked
+    line = masked[changed]
+    for index in range(len(masked)):
+        if index != changed and masked[index] == line:
+            # The first of the two stays, as dict.fromkeys keeps it.
+            later = max(index, changed)
+            return masked[:later] + masked[later + 1 :]
+    return masked
 
 
 _DIGITS = re.compile(r"\d+")
