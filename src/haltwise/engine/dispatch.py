@@ -229,19 +229,26 @@ class Dispatch:
                 # The common case, in one test: live, unasked, uncancelled, no parent.
                 kind = type(event)
                 # Only compiled are this dispatch's own handlers called without a lookup
-                # (Cython drops the tests): interpreted, hotpath.py writes its own for an LLM
-                # call, and a tool call's two events are handed on through ``hot``. A tool
-                # event's decision is kept as evidence below.
+                # (Cython drops the test): interpreted, hotpath.py writes its own for an LLM
+                # call, and every event's handler is looked up in ``hot``, in one branch that
+                # tests nothing more. A tool event's decision is kept as evidence below.
+                decision: Decision
                 if cython.compiled:
                     if kind is ModelRequest and self.fast_request:
                         return self.on_model_request(event)
                     if kind is ModelResponse and self.fast_response:
                         return self.on_model_response(event)
-                decision: Decision
-                if cython.compiled and kind is ToolCall and self.fast_call:
-                    decision = self.on_tool_call(event)
-                elif cython.compiled and kind is ToolResult and self.fast_result:
-                    decision = self.on_tool_result(event)
+                    if kind is ToolCall and self.fast_call:
+                        decision = self.on_tool_call(event)
+                    elif kind is ToolResult and self.fast_result:
+                        decision = self.on_tool_result(event)
+                    else:
+                        handler = self.hot.get(kind)
+                        decision = (
+                            self.governor._handle_slowly(event)
+                            if handler is None
+                            else handler(event)
+                        )
                 else:
                     handler = self.hot.get(kind)
                     decision = (
