@@ -274,13 +274,13 @@ class Dispatch:
         """What the governor's ``checks`` (``(limit, slot, ctx, limit.pre)`` each) say before
         ``event`` spends: None when each admits it, a note some gave kept for the event's decision
         (``early``); else the decision of the first to refuse it, or to trip
-        (``Governor._trip``)."""
+        (``Governor._trip``). A check whose slot is asleep (``Slot.asleep``) is not asked."""
         governor = self.governor
         if governor._checked:
             return None
         bypass = governor._bypass
         for limit, slot, ctx, judge in checks:
-            if limit is bypass:
+            if limit is bypass or (slot is not None and slot.asleep):
                 continue
             verdict = judge(event, slot, ctx)
             if verdict is None:

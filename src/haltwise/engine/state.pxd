@@ -25,4 +25,4 @@ cdef class InFlight:
 
 cdef class Slot:
     cdef public object baseline, extra, state, tally, tripped, warned
-    cdef public bint soft
+    cdef public bint soft, asleep

@@ -305,7 +305,7 @@ def budget_from_list(data: list[Any]) -> Budget:
 class Slot:
     """One limit's own state inside one governor: where its current round began, and more."""
 
-    __slots__ = ("baseline", "extra", "soft", "state", "tally", "tripped", "warned")
+    __slots__ = ("asleep", "baseline", "extra", "soft", "state", "tally", "tripped", "warned")
 
     def __init__(self, tally: Tally, soft: bool) -> None:
         #: The tally this limit reads (the run's or the session's).
@@ -323,6 +323,9 @@ class Slot:
         self.tripped = False
         #: Anything else the limit keeps (elapsed time, a detector's window).
         self.state: Any = None
+        #: Set by a limit whose ``pre`` has nothing to say until the limit sets it back (a stuck
+        #: detector not on its ladder): the checks before an event leave it out until then.
+        self.asleep = False
 
     def new_round(self, baseline: Any = 0) -> None:
         self.baseline = baseline

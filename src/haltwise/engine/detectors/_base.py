@@ -322,6 +322,7 @@ class Detector(Leaf):
         at this event, this one climbs its rung without a second note (one note per action per
         event)."""
         named = frozenset(flagged)
+        slot.asleep = False  # a flagged call may be refused from now on (``pre``)
         if state.level == CLEAR:
             state.what = what
             state.flagged = named
@@ -422,6 +423,9 @@ class ToolDetector(Detector):
         assert slot is not None
         state = slot.state
         if state.level == CLEAR:
+            # Nothing to refuse until the pattern is seen: the checks before a call leave this
+            # one out until then (``_detected`` wakes it).
+            slot.asleep = True
             return None
         info = analyze_call(event, self.ignored)
         verdict = self._relapse(state, event, info.key)
