@@ -22,6 +22,7 @@ from haltwise.engine.detectors import (
     result_fingerprint,
     stuck,
 )
+from haltwise.engine.detectors._base import Recent
 from haltwise.engine.detectors._keys import (
     _ERROR_PHRASES,
     _NOT_FOUND,
@@ -437,6 +438,26 @@ def test_lines_made_alike_by_masking_are_kept_once_as_a_dict_keeps_them(
     masks = st.sampled_from(["a", "b", "c", "<n>", "<n> x"])
     masked = [data.draw(st.one_of(st.just(line), masks)) for line in lines]
     assert _distinct(masked, lines) == list(dict.fromkeys(masked))
+
+
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
+
+
+@given(st.integers(2, 4), st.lists(st.integers(0, 3), max_size=9), st.data())
+def test_a_window_remembers_the_last_results_it_was_given_and_no_others(
+    size: int, keys: list[int], data: st.DataObject
+) -> None:
+    # Each result is two lines of a word of its own: a later action that shows them again
+    # shows nothing new while one of the last ``size`` results held them, and news after.
+    results = [ResultInfo(_line_hashes([f"{w} one", f"{w} two"]), None, w) for w in _WORDS]
+    window = Recent(size)
+    for key, result in zip(keys, results, strict=False):
+        window.push(key, result)
+    assert len(window) == min(size, len(keys))
+    shown = data.draw(st.integers(0, len(_WORDS) - 1))
+    again = ResultInfo(_line_hashes([f"{_WORDS[shown]} one", f"{_WORDS[shown]} two"]), None, "")
+    remembered = len(keys) - size <= shown < len(keys)
+    assert window.is_new(99, again) is not remembered
 
 
 @pytest.mark.parametrize("output", ["", "   ", "\n\n  \t\n"])

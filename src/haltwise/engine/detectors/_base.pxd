@@ -17,15 +17,16 @@ cdef object _judged, _noted
 
 cdef class Recent:
     cdef public Py_ssize_t size
-    cdef object _items
+    cdef list _items
+    cdef Py_ssize_t _oldest
     cdef dict _keys
     cdef unsigned long long _signature
 
     @cython.locals(memo=tuple, signature=cython.ulonglong, size=Py_ssize_t, answer=bint)
     cpdef bint is_new(self, object key, ResultInfo result, bint edit=*) except -1
-    @cython.locals(changed=Py_ssize_t, lines=bytes, infos=list)
+    @cython.locals(changed=Py_ssize_t, lines=bytes, infos=list, items=list)
     cdef bint _judge(self, object key, ResultInfo result, bint edit) except -1
-    @cython.locals(info=ResultInfo)
+    @cython.locals(info=ResultInfo, items=list, oldest=Py_ssize_t)
     cpdef push(self, object key, ResultInfo result)
 
 # What a result (by its address, as ``id`` gives it) and the key of its action add to a window's
@@ -44,7 +45,7 @@ cdef inline bint _remembered(unsigned long long h, list infos, bint masked) noex
     return False
 
 # The window's results, in a list made once for _unseen_lines and _new_text.
-cdef inline list _results(object items):
+cdef inline list _results(list items):
     return [info for _, info in items]
 
 cdef inline Py_ssize_t _line_count(bytes lines) noexcept:

@@ -15,7 +15,6 @@ silently and the governor records the trip where the run would have stopped.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -101,11 +100,14 @@ class Recent:
     references, shared with every other detector that looks at the same results.
     """
 
-    __slots__ = ("_items", "_keys", "_signature", "size")
+    __slots__ = ("_items", "_keys", "_oldest", "_signature", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: deque[tuple[int, ResultInfo]] = deque()
+        #: The results with the keys of their actions, in a ring: once it holds ``size``, each
+        #: new one takes the place of the oldest, at ``_oldest``. Judging reads them in any order.
+        self._items: list[tuple[int, ResultInfo]] = []
+        self._oldest = 0
         self._keys: dict[int, int] = {}
         #: What the window holds, in brief: detectors that saw the same results agree on it.
         self._signature = 0
@@ -159,17 +161,22 @@ class Recent:
         )
 
     def push(self, key: int, result: ResultInfo) -> None:
-        self._items.append((key, result))
         self._keys[key] = self._keys.get(key, 0) + 1
         self._signature += _mixed(result, key)
-        if len(self._items) > self.size:
-            old, info = self._items.popleft()
-            self._signature -= _mixed(info, old)
-            count = self._keys[old] - 1
-            if count:
-                self._keys[old] = count
-            else:
-                del self._keys[old]
+        items = self._items
+        if len(items) < self.size:
+            items.append((key, result))
+            return
+        oldest = self._oldest
+        old, info = items[oldest]
+        items[oldest] = (key, result)
+        self._oldest = oldest + 1 if oldest + 1 < len(items) else 0
+        self._signature -= _mixed(info, old)
+        count = self._keys[old] - 1
+        if count:
+            self._keys[old] = count
+        else:
+            del self._keys[old]
 
     def __len__(self) -> int:
         return len(self._items)
