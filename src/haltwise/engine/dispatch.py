@@ -1,4 +1,5 @@
-"""What ``Governor.handle`` does for every event, and its handlers for an LLM call's two events.
+"""What ``Governor.handle`` does for every event, and its handlers for an LLM call's two events
+and a tool call's.
 
 ``Dispatch.handle`` takes the governor's lock, looks at the clock against the earliest plain
 deadline, and hands the event to the fast path's handler for its type while nothing but the
@@ -15,6 +16,10 @@ the general handler. ``hotpath.py`` chooses when they are used and gives them th
 than the handlers ``hotpath.py`` writes with each limit's number in their source, and the pure
 build uses those. ``tests/core/test_fast_path.py`` requires the same decisions and counts from
 them as from the general path, and from the compiled build as from the pure one.
+
+``on_tool_call`` and ``on_tool_result`` are the general handlers of a ``ToolCall`` and a
+``ToolResult`` (their checks before and after, the shared budgets, the count), in both builds;
+compiled, ``handle`` calls them without a lookup.
 
 This module is compiled by Cython from this source when haltwise is installed with a C
 compiler (``haltwise/_compiled.py``); ``dispatch.pxd`` types its attributes, and those of the

@@ -87,13 +87,12 @@ from .state import (
 
 __all__ = ["Governor", "Phase", "ShadowTrip"]
 
-#: A check the governor runs for one event type: a top-level limit, its slot (None for groups)
-#: and the context it reads (the governor, or a phase).
-#: A check of the tables: (limit, its slot or None, the context it reads, and the limit's bound
-#: ``pre`` in a table of checks before an event, its ``post`` in one after: ``Dispatch`` calls
-#: it without looking the method up on every event).
+#: A check the governor runs for one event type: a top-level limit, its slot (None for groups),
+#: the context it reads (the governor, or a phase), and the limit's bound ``pre`` in a table of
+#: checks before an event, its ``post`` in one after (``Dispatch`` calls it without looking the
+#: method up on every event).
 _Check = tuple[Limit, "Slot | None", Context, Callable[..., Any]]
-#: A check of the shared budgets (``Budgets.take``): (limit, its slot, the context it reads).
+#: A check of the shared budgets (``Budgets.take``): a limit, its slot and its context.
 _Shared = tuple[Limit, "Slot | None", Context]
 #: The events a child governor passes up to its parent: they spend the parent's budgets too.
 _SPENDING = (ModelRequest, ModelResponse, ToolCall, ToolResult)
@@ -1016,10 +1015,10 @@ class Governor:
         call. If even that does not fit, the run ends with its partial output, saying so."""
         stop = self._stopped
         assert stop is not None
-        for limit, slot, ctx, _ in self._pre_request:
+        for limit, slot, ctx, judge in self._pre_request:
             if limit.reason not in ("token_limit", "cost_limit") or limit.shadow:
                 continue
-            verdict = limit.pre(event, slot, ctx)
+            verdict = judge(event, slot, ctx)
             if isinstance(verdict, str):
                 outcome = stop.outcome
                 message = (
