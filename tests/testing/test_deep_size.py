@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 
+from haltwise.engine.detectors import canonical_arguments
 from haltwise.testing import deep_size
 
 
@@ -42,3 +43,5 @@ def test_it_follows_what_an_extension_type_holds() -> None:
 
 def test_a_function_is_not_followed_into_its_module() -> None:
     assert deep_size(Plain(test_shared_objects_count_once)) < 1_000
+    # Compiled, haltwise's own functions are Cython's, which are no FunctionType.
+    assert deep_size(Plain(canonical_arguments)) < 1_000
