@@ -54,8 +54,9 @@ cdef inline unsigned long long _maybe_blank(unsigned long long word) noexcept:
 cdef inline Py_ssize_t _flagged_count(unsigned long long flagged) noexcept:
     return <Py_ssize_t>(((flagged >> 7) * 0x0101010101010101ULL) >> 56)
 
-# _scan.py's table of the characters that start a branch, read as a C array (_STARTS holds it).
-cdef const unsigned char* _starts
+# _scan.py's table of the pairs of characters that a branch can start with, read as a C array
+# (_PAIRS holds it).
+cdef const unsigned char* _pairs
 
 # A str's characters where they lie: the bytes each takes (1, 2 or 4) and where they start. The
 # scans read a text's characters through it, each with one switch on the kind, not with the
@@ -73,19 +74,34 @@ cdef inline Text _view(str text) noexcept:
 cdef inline Py_UCS4 _char(Text text, Index i) noexcept:
     return PyUnicode_READ(text.kind, text.data, i)
 
-# The first index from ``i`` on at which a character of ``text`` starts a branch, or ``n``: a
-# text of one byte per character (every text ``spans`` reads) is read as bytes.
-cdef inline Index _skip(Text text, Index n, Index i) noexcept:
+# Whether a branch can start with ``first`` followed by ``second`` (ASCII; ``second`` 0 at the
+# end of the text or past ASCII), as ``_pairs`` says: one bit per pair, in the half of the table
+# for a scan with the rules or the one without.
+cdef inline bint _starts(const unsigned char* table, unsigned int first,
+                         unsigned int second) noexcept:
+    return (table[16 * first + (second >> 3)] >> (second & 7)) & 1
+
+# The first index from ``i`` on at which a branch can start in ``text``, or ``n``: a text of one
+# byte per character (every text ``spans`` reads) is read as bytes.
+cdef inline Index _skip(Text text, Index n, Index i, bint rules) noexcept:
     cdef const unsigned char* chars = <const unsigned char*>text.data
-    cdef Py_UCS4 c
+    cdef const unsigned char* table = _pairs + (2048 if rules else 0)
+    cdef unsigned int c, second
     if text.kind == PyUnicode_1BYTE_KIND:
-        while i < n and (chars[i] >= 128 or not _starts[chars[i]]):
+        while i < n:
+            c = chars[i]
+            if c < 128:
+                second = chars[i + 1] if i + 1 < n else 0
+                if _starts(table, c, second if second < 128 else 0):
+                    break
             i += 1
         return i
     while i < n:
         c = _char(text, i)
-        if c < 128 and _starts[c]:
-            break
+        if c < 128:
+            second = _char(text, i + 1) if i + 1 < n else 0
+            if _starts(table, c, second if second < 128 else 0):
+                break
         i += 1
     return i
 
@@ -257,7 +273,7 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
         if data != <void*>line:
             PyMem_Free(data)
 
-@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, second=Py_UCS4,
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, tmp=bint,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
 @cython.locals(line=str, n=Index, begin=Index, end=Index, chars=Text)

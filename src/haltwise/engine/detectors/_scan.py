@@ -64,14 +64,45 @@ __all__ = [
 COMPILED: bool = cython.compiled
 
 
-#: For each ASCII code, whether a branch can start with it: digits, hex letters, ``pPtTl[s/``,
-#: and the characters of a rule.
-_STARTS: bytes = cython.declare(
+def _may_start(first: str, second: str, rules: bool) -> bool:
+    """Whether a branch can start with ``first`` followed by ``second`` (NUL at the end of the
+    text or past ASCII, where no branch needs it): ``spans`` tries one only there. A digit
+    starts several whatever follows it; every other branch starts with a letter, a bracket, a
+    slash or a rule's glyph that must be followed by a character of its own."""
+    if "0" <= first <= "9":
+        return True
+    if first in "abcdefABCDEF":  # a uuid or a hex id, which go on with a hex digit
+        return second in "0123456789abcdefABCDEF"
+    if first in "pP":  # "pid", "process", "port", "PID"
+        return second in "iroIO"
+    if first in "tT":  # "thread", "tmp"
+        return second == "h" or (second == "m" and first == "t")
+    if first == "l":  # "localhost:"
+        return second == "o"
+    if first == "[":  # "[::1]:", "[::]:"
+        return second == ":"
+    if first == "s":  # "sh: line "
+        return second == "h"
+    if first == "/":  # "/tmp/", "/var/tmp/", "/private/var/folders/"
+        return second in "tvp"
+    return rules and first in _GLYPHS and second in _GLYPHS  # a rule: three glyphs or more
+
+
+#: The glyphs a rule is drawn with.
+_GLYPHS = "=_~*#-"
+#: For each pair of ASCII characters, whether a branch can start with them (``_may_start``):
+#: bit ``second % 8`` of byte ``rules * 2048 + first * 16 + second // 8``.
+_PAIRS: bytes = cython.declare(
     bytes,
-    bytes(int(chr(code) in "0123456789abcdefABCDEFpPtTl[s/=_~*#-") for code in range(128)),
+    bytes(
+        sum(_may_start(chr(first), chr(8 * byte + bit), rules) << bit for bit in range(8))
+        for rules in (False, True)
+        for first in range(128)
+        for byte in range(16)
+    ),
 )
 #: The same table; compiled, a C pointer to its bytes, so that a scan reads it as an array.
-_starts = _STARTS
+_pairs = _PAIRS
 
 
 def spans(text: str, rules: bool) -> list[int]:
@@ -88,11 +119,13 @@ def spans(text: str, rules: bool) -> list[int]:
     duration = after = -1
     i = 0
     while True:
-        i = _skip(chars, n, i)  # most characters start no branch
+        i = _skip(chars, n, i, rules)  # most characters start no branch
         if i == n:
             break
         c = _char(chars, i)
         end = -1
+        # ``_skip`` stopped where a branch can start (``_may_start``): from here on, each
+        # letter is followed by the character its branches need.
         if "0" <= c <= "9":
             if i >= digits_end:
                 digits_end = _digits(chars, n, i)
@@ -101,44 +134,31 @@ def spans(text: str, rules: bool) -> list[int]:
             if i >= hex_end:
                 hex_end = _hex_run(chars, n, i)
             end = _from_digit(chars, n, i, hex_end, duration, after)
-        # A uuid and a hex id go on with a hex digit: most letters are followed by none.
         elif "a" <= c <= "f":
-            if _is_hex(_next(chars, n, i)):
-                end = _uuid(chars, n, i)
-                if end < 0:
-                    if i >= hex_end:
-                        hex_end = _hex_run(chars, n, i)
-                    if hex_end - i >= 7:
-                        end = _hex_id(chars, n, i, hex_end)
+            end = _uuid(chars, n, i)
+            if end < 0:
+                if i >= hex_end:
+                    hex_end = _hex_run(chars, n, i)
+                if hex_end - i >= 7:
+                    end = _hex_id(chars, n, i, hex_end)
         elif "A" <= c <= "F":
-            if _is_hex(_next(chars, n, i)):
-                end = _uuid(chars, n, i)
-        # The branches below start with a word or a path: each is tried only where its second
-        # character stands too, since the letters that start them mostly start other words.
+            end = _uuid(chars, n, i)
         elif c == "p" or c == "P":
-            if _next(chars, n, i) in "iroIO":
-                end = _numbered(chars, n, i)
-        elif c == "t" or c == "T":
-            second = _next(chars, n, i)
-            if second == "h":
-                end = _numbered(chars, n, i)
-            elif second == "m" and c == "t":
-                end = _temp_name(chars, n, i)
+            end = _numbered(chars, n, i)
+        elif c == "t" or c == "T":  # "th", or "tm"
+            tmp = _next(chars, n, i) == "m"
+            end = _temp_name(chars, n, i) if tmp else _numbered(chars, n, i)
         elif c == "l":
-            if _next(chars, n, i) == "o":
-                end = _port(chars, n, i, "localhost:")
+            end = _port(chars, n, i, "localhost:")
         elif c == "[":
-            if _next(chars, n, i) == ":":
-                end = _port(chars, n, i, "[::1]:")
-                if end < 0:
-                    end = _port(chars, n, i, "[::]:")
+            end = _port(chars, n, i, "[::1]:")
+            if end < 0:
+                end = _port(chars, n, i, "[::]:")
         elif c == "s":
-            if _next(chars, n, i) == "h":
-                end = _shell_line(chars, n, i)
+            end = _shell_line(chars, n, i)
         elif c == "/":
-            if _next(chars, n, i) in "tvp":
-                end = _temp_path(chars, n, i)
-        elif rules and (c == "=" or c == "_" or c == "~" or c == "*" or c == "#" or c == "-"):
+            end = _temp_path(chars, n, i)
+        else:
             end = _rule(chars, n, i)
         if end > i:
             found.append(i)
@@ -699,10 +719,18 @@ if not cython.compiled:
         """The character at ``i`` of what ``_view`` gave."""
         return text[i]
 
-    def _skip(text: str, n: int, i: int) -> int:
-        """The first index from ``i`` on at which a character of what ``_view`` gave starts a
-        branch, or ``n``."""
-        while i < n and (text[i] >= "\x80" or not _starts[ord(text[i])]):
+    def _skip(text: str, n: int, i: int, rules: bool) -> int:
+        """The first index from ``i`` on at which a branch can start in what ``_view`` gave
+        (``_may_start``, read from ``_pairs``), or ``n``."""
+        table = 2048 if rules else 0
+        while i < n:
+            first = ord(text[i])
+            if first < 128:
+                second = ord(text[i + 1]) if i + 1 < n else 0
+                if second >= 128:
+                    second = 0
+                if _pairs[table + 16 * first + (second >> 3)] >> (second & 7) & 1:
+                    break
             i += 1
         return i
 
