@@ -30,6 +30,7 @@ from haltwise.engine.detectors._keys import (
     _QUOTED,
     HEAD_CHARS,
     MAX_LINE_CHARS,
+    SEEN_RESULTS,
     TAIL_CHARS,
     LineHashes,
     ResultInfo,
@@ -229,6 +230,35 @@ def test_an_output_seen_again_is_not_analysed_again() -> None:
     assert again is first
     assert failed is not first
     assert failed.error is not None
+
+
+def test_the_last_results_are_remembered_and_the_least_recently_used_forgotten_first() -> None:
+    action = analyze_call(ToolCall("bash", {"command": "make check"}, call_id="c1"))
+
+    def seen(text: str) -> object:
+        return analyze_result(ToolResult("bash", text, call_id="c1"), action)
+
+    kept = seen("kept: 3 failed in 0.5s")
+    for index in range(SEEN_RESULTS - 1):
+        seen(f"other {index}: 3 failed")
+    assert seen("kept: 3 failed in 0.5s") is kept  # the oldest of 8, and now the most recent
+    for index in range(SEEN_RESULTS - 1):
+        seen(f"more {index}: 3 failed")
+    assert seen("kept: 3 failed in 0.5s") is kept
+    for index in range(SEEN_RESULTS):
+        seen(f"last {index}: 3 failed")
+    assert seen("kept: 3 failed in 0.5s") is not kept
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab\x00é€😀")), min_size=1, max_size=24))
+def test_a_text_hash_tells_apart_texts_that_differ_in_one_character(text: str) -> None:
+    assert scan.text_hash(text) == scan.text_hash("".join(list(text)))
+    for index in range(len(text)):
+        for other in ("a", "\x00", "€"):
+            if text[index] != other:
+                changed = text[:index] + other + text[index + 1 :]
+                assert scan.text_hash(changed) != scan.text_hash(text)
+    assert scan.text_hash(text + "\x00") != scan.text_hash(text)
 
 
 @given(st.text(alphabet=st.sampled_from(list("ab 09\n\x00٣²")), max_size=40))

@@ -134,5 +134,15 @@ cpdef object _echoes(object arguments)
 cpdef object is_edit(object name, object arguments)
 cpdef object _analyze_call(object name, object arguments, object ignored)
 cpdef object _analyze_result(object content, object is_error, object exit_code, object echoes=*)
+cdef class _Seen:
+    cdef long long hash
+    cdef object content  # a str, or a subclass of one a driver gave
+    cdef object is_error, exit_code
+    cdef tuple echoes
+    cdef ResultInfo info
+cdef list _results
+@cython.locals(h=cython.longlong, entries=list, index=Py_ssize_t, seen=_Seen)
+cpdef ResultInfo _analyze_seen_result(object content, object is_error, object exit_code,
+                                      tuple echoes)
 cpdef ActionInfo analyze_call(object event, object ignored=*)
 cpdef ResultInfo analyze_result(object event, object action=*)

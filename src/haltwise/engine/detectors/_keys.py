@@ -1052,7 +1052,68 @@ def _analyze_result(
 #: share one. The text of the last outputs is held alive, at most this many.
 SEEN_RESULTS: Final = 8
 
-_analyze_seen_result = functools.lru_cache(maxsize=SEEN_RESULTS, typed=True)(_analyze_result)
+class _Seen:
+    """A result analysed (``_analyze_seen_result``): what its analysis was made from, with the
+    hash of its content, and the analysis."""
+
+    __slots__ = ("content", "echoes", "exit_code", "hash", "info", "is_error")
+
+    def __init__(
+        self,
+        h: int,
+        content: str,
+        is_error: bool,
+        exit_code: int | None,
+        echoes: tuple[str, ...],
+        info: ResultInfo,
+    ) -> None:
+        self.hash = h
+        self.content = content
+        self.is_error = is_error
+        self.exit_code = exit_code
+        self.echoes = echoes
+        self.info = info
+
+
+if cython.compiled:
+    #: The last results analysed, the most recently used first. Compiled, each change of the
+    #: list is one call in C, so concurrent governors may only lose an entry (analysed again).
+    _results: list[_Seen] = []
+
+    def _analyze_seen_result(
+        content: str, is_error: bool, exit_code: int | None, echoes: tuple[str, ...]
+    ) -> ResultInfo:
+        """``_analyze_result``, remembered for the last ``SEEN_RESULTS`` results as
+        ``functools.lru_cache(typed=True)`` would remember them, the content found by
+        ``_scan.text_hash`` (then compared) rather than by ``hash``, and without the key
+        ``lru_cache`` makes of the arguments."""
+        h = _scan.text_hash(content) if _scannable(content) else hash(content)
+        entries = _results
+        for index in range(len(entries)):
+            seen = entries[index]
+            if (
+                seen.hash == h
+                and seen.content == content
+                and seen.is_error == is_error
+                and seen.exit_code == exit_code
+                and seen.echoes == echoes
+                and type(seen.is_error) is type(is_error)
+                and type(seen.exit_code) is type(exit_code)
+            ):
+                # Made the most recent, unless another thread moved it meanwhile.
+                if index and index < len(entries) and entries[index] is seen:
+                    del entries[index]
+                    entries.insert(0, seen)
+                return seen.info
+        info = _analyze_result(content, is_error, exit_code, echoes)
+        entries.insert(0, _Seen(h, content, is_error, exit_code, echoes, info))
+        if len(entries) > SEEN_RESULTS:
+            entries.pop()
+        return info
+
+else:
+    # Interpreted, the functools cache (in C) costs less than a lookup written in Python.
+    _analyze_seen_result = functools.lru_cache(maxsize=SEEN_RESULTS, typed=True)(_analyze_result)
 
 # One-entry memos keyed by the event's identity: every detector of a governor sees the same
 # event object in turn. A tuple is swapped in whole, so concurrent governors cannot tear it.

@@ -285,6 +285,7 @@ cdef bint _is_folded(str text, Index start) noexcept
 @cython.locals(i=Index, j=Index, n=Index, m=Index, chars=Text, others=Text)
 cpdef bint same_words(str first, str second) except -1
 cpdef bytes line_hashes(list lines)
+cpdef long long text_hash(str text)
 cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
                index=Index, masked=list, changed=bint, done=str)
@@ -445,6 +446,21 @@ cdef inline long long _hashed(Stream* stream) noexcept:
     if stream.count:
         h = _mix(h, stream.pending)  # the last word, padded with zeros
     return _finished(h ^ <unsigned long long>stream.size)
+
+# ``text_hash`` (_scan.py): the bytes the str keeps its characters in (one, two or four each: equal
+# strs have the same kind), eight at a time, the last few padded with zeros.
+cdef inline long long _text_hash(str text) noexcept:
+    cdef Py_ssize_t size = PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)
+    cdef const unsigned char* data = <const unsigned char*>PyUnicode_DATA(text)
+    cdef unsigned long long h = _SEED, last = 0
+    cdef Py_ssize_t i = 0
+    while i + 8 <= size:
+        h = _mix(h, _word(data + i))
+        i += 8
+    if i < size:
+        memcpy(&last, data + i, size - i)
+        h = _mix(h, last)
+    return _finished(h ^ <unsigned long long>size)
 
 # The high bit of each byte of ``word`` (ASCII) that is a digit: 0x30 + 0x50 and 0x39 + 0x46
 # are the first to reach 0x80, and no byte below 0x80 carries into the next.
