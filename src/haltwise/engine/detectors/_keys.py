@@ -1052,6 +1052,7 @@ def _analyze_result(
 #: share one. The text of the last outputs is held alive, at most this many.
 SEEN_RESULTS: Final = 8
 
+
 class _Seen:
     """A result analysed (``_analyze_seen_result``): what its analysis was made from, with the
     hash of its content, and the analysis."""
