@@ -294,6 +294,19 @@ def test_the_lines_scan_folds_lines_as_split_and_join_do(text: str, most: int) -
     _assert_hashes_tell_lines_apart(lines)
 
 
+@given(
+    st.lists(
+        st.sampled_from(["a", "b 1", "  12 | a", "x" * 9, "é", "", "😀 z", "c\td"]), max_size=200
+    ).map("\n".join)
+)
+def test_the_lines_scan_keeps_the_first_of_equal_lines_however_many(text: str) -> None:
+    # Compiled, the lines already read are looked for in a table of their own: on the stack
+    # for up to 32 lines, in memory allocated for more.
+    assert folded_lines(text, MAX_LINE_CHARS) == _folded_lines(text)
+    many = "\n".join(f"line {index % 50}" for index in range(120))
+    assert folded_lines(many, MAX_LINE_CHARS) == [f"line {index}" for index in range(50)]
+
+
 def _assert_hashes_tell_lines_apart(lines: list[str]) -> None:
     # Two hashes of each line: one that two lines share exactly when they are equal, one that
     # they share exactly when, masked, they are equal.

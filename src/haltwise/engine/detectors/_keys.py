@@ -163,9 +163,18 @@ _RULE_GLYPHS: Final = frozenset("=_~*#━─═█▉▊▋▌▍▎▏░▒▓
 _WIDE_RULES: Final = ("━─═█▉▊▋▌▍▎▏░▒▓", "[━─═█▉▊▋▌▍▎▏░▒▓]{2,}")
 
 
+#: How many lines' masked forms a ``Masker`` remembers: outputs that come back (a test run
+#: again, a file viewed again, a log polled) repeat most of their lines.
+SEEN_LINES: Final = 4_096
+#: From how many lines masked in one text their masked forms are looked up and remembered
+#: (below it, looking lines up costs more than it saves).
+REMEMBERED_FROM: Final = 8
+
+
 class Masker:
     """A volatile-span pattern and the lines it has masked, by what they were (at most
-    ``_scan.SEEN_LINES``)."""
+    ``SEEN_LINES``). Compiled, a scan masks the lines of ASCII text (``_scan.masked_lines``)
+    and remembers none: it reads a line faster than a dict would hash it."""
 
     __slots__ = ("pattern", "seen")
 
@@ -189,7 +198,7 @@ class Masker:
                 lines[index] = line
         if not unseen:
             return
-        if len(seen) + len(unseen) > _scan.SEEN_LINES:
+        if len(seen) + len(unseen) > SEEN_LINES:
             seen.clear()
         text = "\n".join(lines[index] for index in unseen)
         for index, line in zip(unseen, self.sub(text).split("\n"), strict=True):
@@ -318,7 +327,7 @@ def _mask_text(text: str) -> str:
     """``text`` with its volatile tokens masked; lines with no digit are left as they are."""
     if "tmp" in text or "/var/folders" in text:
         masker = _pattern(text)
-        if text.count("\n") + 1 < _scan.REMEMBERED_FROM:
+        if text.count("\n") + 1 < REMEMBERED_FROM:
             return masker.sub(text)
         lines = text.split("\n")
         marked = list(range(len(lines)))
@@ -329,7 +338,7 @@ def _mask_text(text: str) -> str:
             return text
         chosen = text if len(marked) == len(lines) else "\n".join(lines[i] for i in marked)
         masker = _pattern(chosen)
-        if len(marked) < _scan.REMEMBERED_FROM:
+        if len(marked) < REMEMBERED_FROM:
             masked = masker.sub(chosen)
             if chosen is text:
                 return masked

@@ -276,7 +276,7 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
 @cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, tmp=bint,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
-@cython.locals(line=str, n=Index, begin=Index, end=Index, chars=Text)
+@cython.locals(lines=list, line=str, n=Index, begin=Index, end=Index, chars=Text)
 cpdef list folded_lines(str text, Index most)
 @cython.locals(n=Index)
 cpdef str folded(str text)
@@ -287,7 +287,7 @@ cpdef bint same_words(str first, str second) except -1
 cpdef bytes line_hashes(list lines)
 cpdef long long text_hash(str text)
 cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
-@cython.locals(line=str, scanned=Index, size=Index, rules=bint, seen=dict, chosen=list,
+@cython.locals(line=str, scanned=Index, size=Index, rules=bint, chosen=list,
                index=Index, masked=list, changed=bint, done=str)
 cpdef list masked_lines(list lines, bint every)
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
@@ -297,8 +297,7 @@ cpdef object exception_name(str text)
 cpdef bint volatile_argument(str text) except -1
 @cython.locals(found=list, n=Index, chars=Text, i=Index, quote=Py_UCS4, end=Index, limit=Index)
 cpdef list quoted(str text)
-@cython.locals(found=list, masked=str, pieces=list, last=Index, index=Index, start=Index)
-cdef str _masked_line(str line, bint rules, dict seen)
+@cython.locals(found=list, pieces=list, last=Index, index=Index, start=Index)
 cpdef str mask_line(str line, bint rules)
 @cython.locals(chars=Text, first=Py_UCS4, size=Index, glued=bint, colon=Index, second=Py_UCS4,
                last=Py_UCS4)
@@ -461,6 +460,57 @@ cdef inline long long _text_hash(str text) noexcept:
         memcpy(&last, data + i, size - i)
         h = _mix(h, last)
     return _finished(h ^ <unsigned long long>size)
+
+# ``lines`` (strs) without those equal to one before them, in order, as a dict's keys would be:
+# each line is looked for by its ``_text_hash`` in a table of the lines kept (their hashes and
+# places, open addressing, at most half full; on the stack for up to 32 lines), and compared only
+# with a line of the same hash. ``lines`` itself when they are all distinct.
+cdef inline list _distinct_lines(list lines):
+    cdef Py_ssize_t count = len(lines), size = 64, row, i
+    if count < 2:
+        return lines
+    while size < 2 * count:
+        size *= 2
+    cdef long long stack_hashes[64]
+    cdef Py_ssize_t stack_places[64]  # a line's index plus one; 0 for an empty row
+    cdef long long* hashes = stack_hashes
+    cdef Py_ssize_t* places = stack_places
+    if size > 64:
+        hashes = <long long*>PyMem_Malloc(size * sizeof(long long))
+        places = <Py_ssize_t*>PyMem_Malloc(size * sizeof(Py_ssize_t))
+        if hashes == NULL or places == NULL:
+            PyMem_Free(hashes)
+            PyMem_Free(places)
+            raise MemoryError()
+    memset(places, 0, size * sizeof(Py_ssize_t))
+    cdef list kept = None  # made at the first line seen before
+    cdef str line
+    cdef long long h
+    cdef bint seen
+    try:
+        for i in range(count):
+            line = lines[i]
+            h = _text_hash(line)
+            row = <Py_ssize_t>(<unsigned long long>h & <unsigned long long>(size - 1))
+            seen = False
+            while places[row]:
+                if hashes[row] == h and <str>lines[places[row] - 1] == line:
+                    seen = True
+                    break
+                row = (row + 1) & (size - 1)
+            if seen:
+                if kept is None:
+                    kept = lines[:i]
+            else:
+                hashes[row] = h
+                places[row] = i + 1
+                if kept is not None:
+                    kept.append(line)
+    finally:
+        if size > 64:
+            PyMem_Free(hashes)
+            PyMem_Free(places)
+    return lines if kept is None else kept
 
 # The high bit of each byte of ``word`` (ASCII) that is a digit: 0x30 + 0x50 and 0x39 + 0x46
 # are the first to reach 0x80, and no byte below 0x80 carries into the next.

@@ -43,8 +43,6 @@ else:
 __all__ = [
     "COMPILED",
     "KINDS",
-    "REMEMBERED_FROM",
-    "SEEN_LINES",
     "SHORT",
     "Needles",
     "exception_name",
@@ -170,18 +168,10 @@ def spans(text: str, rules: bool) -> list[int]:
     return found
 
 
-#: How many lines' masked forms are remembered (for each choice of the rules): outputs that
-#: come back (a test run again, a file viewed again, a log polled) repeat most of their lines.
-SEEN_LINES = 4_096
-#: From how many lines scanned in one text their masked forms are looked up and remembered
-#: (below it, looking lines up costs more than it saves).
-REMEMBERED_FROM = 8
 #: Below this length (of the lines scanned, joined) every text is scanned for rules too, and
 #: every branch is tried on a text that is not ASCII: the scan costs less than the substring
 #: tests that would choose the branches.
 SHORT = 256
-#: The lines masked before, by what they were: without the rules and with them.
-_SEEN: tuple[dict[str, str], dict[str, str]] = cython.declare(tuple, ({}, {}))
 
 
 def masked_lines(lines: list[str], every: bool) -> list[str]:
@@ -208,12 +198,11 @@ def masked_lines(lines: list[str], every: bool) -> list[str]:
             if chosen[index] and _draws_rule(line):
                 rules = True
                 break
-    seen: dict[str, str] | None = _SEEN[rules] if scanned >= REMEMBERED_FROM else None
     masked: list[str] = []
     changed = False
     for index, line in enumerate(lines):
         if chosen[index]:
-            done = _masked_line(line, rules, seen)
+            done = mask_line(line, rules)
             # A span that is no volatile detail is masked as itself: a new str, the same text.
             if done is not line and done != line:
                 changed = True
@@ -229,7 +218,7 @@ def folded_lines(text: str, most: int) -> list[str]:
     ``most`` characters; empty ones left out. Any text, not only ASCII: what ``_keys`` finds
     with a regular expression and ``str.split`` per line, each line folded from where it lies
     in ``text`` (``_fold``), without making a str of the line as it was or of its words."""
-    distinct: dict[str, None] = {}
+    lines: list[str] = []
     chars = _view(text)
     n = len(text)
     begin = 0
@@ -237,9 +226,9 @@ def folded_lines(text: str, most: int) -> list[str]:
         end = _line_end(text, begin, n)
         line = _fold(chars, _line_number_end(chars, begin, end), end, most)
         if line:
-            distinct[line] = None
+            lines.append(line)
         begin = end + 1
-    return list(distinct)
+    return _distinct_lines(lines)
 
 
 def folded(text: str) -> str:
@@ -333,6 +322,10 @@ if not cython.compiled:
     def _text_hash(text: str) -> int:
         """``text_hash``, interpreted."""
         return hash(text)
+
+    def _distinct_lines(lines: list[str]) -> list[str]:
+        """``lines`` without those equal to one before them: a dict's keys."""
+        return list(dict.fromkeys(lines))
 
     def _packed_hashes(lines: list[str]) -> bytes:
         """``line_hashes``, interpreted."""
@@ -528,32 +521,18 @@ def exception_name(text: str) -> str | None:
 def mask_line(line: str, rules: bool) -> str:
     """``line`` (ASCII) with its volatile spans masked, the rules among them only if
     ``rules``."""
-    return _masked_line(line, rules, None)
-
-
-def _masked_line(line: str, rules: bool, seen: dict[str, str] | None) -> str:
-    """``line`` with its volatile spans masked, looked up in ``seen`` and remembered there."""
-    if seen is not None:
-        known = seen.get(line)
-        if known is not None:
-            return known
     found = spans(line, rules)
-    masked = line
-    if found:
-        pieces: list[str] = []
-        last = 0
-        for index in range(0, len(found), 2):
-            start = found[index]
-            pieces.append(line[last:start])
-            pieces.append(mask(line, start, found[index + 1]))
-            last = found[index + 1]
-        pieces.append(line[last:])
-        masked = "".join(pieces)
-    if seen is not None:
-        if len(seen) >= SEEN_LINES:
-            seen.clear()
-        seen[line] = masked
-    return masked
+    if not found:
+        return line
+    pieces: list[str] = []
+    last = 0
+    for index in range(0, len(found), 2):
+        start = found[index]
+        pieces.append(line[last:start])
+        pieces.append(mask(line, start, found[index + 1]))
+        last = found[index + 1]
+    pieces.append(line[last:])
+    return "".join(pieces)
 
 
 def mask(text: str, start: int, end: int) -> str:
