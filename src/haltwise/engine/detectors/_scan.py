@@ -501,7 +501,7 @@ def exception_name(text: str) -> str | None:
             c = _char(chars, run)
             if c == ".":
                 dot = run
-            elif not (c.isalnum() or c == "_"):
+            elif not (_is_word(c) if c < "\x80" else c.isalnum()):
                 break
             run += 1
         first = dot + 1 if dot > start else start
