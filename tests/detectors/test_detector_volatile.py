@@ -262,6 +262,27 @@ def test_the_scan_finds_the_spans_the_pattern_finds(text: str, rules: bool) -> N
     ]
 
 
+@pytest.mark.parametrize("run", ["1", "12", "123", "1234", "12345", "0", "00", "1234567"])
+@pytest.mark.parametrize(
+    "after",
+    [
+        *("-01-02", ":30:45", ":30", "x1f", ".0.0.0:80", "27.0.0.1:80", ".5s", "ms", " s"),
+        *("-abcd-1234-ef00-123456789abc", "abcdef0", "ABCDEF-", "f", "g", ":12<34:56", "m2s"),
+        *("abCDEF1-abcd-1234-ef00-123456789abc", "ABCDEF1-abcd-1234-ef00-123456789abc"),
+        *(" kB/s", "%", ".", "-", "", " x", "_", "=="),
+    ],
+)
+def test_the_scan_finds_a_span_that_starts_inside_a_run_of_digits(run: str, after: str) -> None:
+    # A span that starts at a digit after the first of its run (``1234:30:45`` holds the clock
+    # ``34:30:45``): the scan passes over the rest of a run only where none can.
+    for text in (run + after, f"a{run}{after}", f" {run}{after} "):
+        for rules in (False, True):
+            pattern = _dispatched(rules).pattern
+            assert spans(text, rules) == [
+                bound for found in pattern.finditer(text) for bound in found.span()
+            ], text
+
+
 def _masked_at_once(text: str) -> str:
     """``text`` masked in one scan of the lines with a digit (or of all, with a temp path)."""
     if "tmp" in text or "/var/folders" in text:

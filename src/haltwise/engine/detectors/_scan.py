@@ -133,6 +133,9 @@ def spans(text: str, rules: bool) -> list[int]:
             if i >= hex_end:
                 hex_end = _hex_run(chars, n, i)
             end = _from_digit(chars, n, i, hex_end, duration, after)
+            if end < 0 and _inert_run(chars, n, digits_end):
+                i = digits_end
+                continue
         elif "a" <= c <= "f":
             end = _uuid(chars, n, i)
             if end < 0:
@@ -851,6 +854,16 @@ def _from_digit(text: str, n: int, i: int, hex_end: int, duration: int, after: i
     if end < 0:
         end = after
     return end
+
+
+def _inert_run(text: str, n: int, run: int) -> bool:
+    """Whether no branch can start at a digit of the run of digits that ends at ``run`` when
+    none started at an earlier one. Those that read the run to its end (a duration, a progress
+    bar, a rate) find there what they found from the earlier digit, and so does a hex id, which
+    would have been longer there; every other needs the run to meet a ``-``, ``:``, ``x`` or
+    ``.`` (a uuid, a date, a clock, ``0x``, an address) or a hex letter (a uuid)."""
+    c = _char(text, run) if run < n else "\x00"
+    return not (c in "-:x." or "a" <= c <= "f" or "A" <= c <= "F")
 
 
 def _after_run(text: str, n: int, run: int) -> int:
