@@ -128,8 +128,10 @@ def spans(text: str, rules: bool) -> list[int]:
         if "0" <= c <= "9":
             if i >= digits_end:
                 digits_end = _digits(chars, n, i)
-                duration = _duration(chars, n, digits_end)
-                after = _after_run(chars, n, digits_end)
+                duration = after = -1
+                if _goes_on(chars, n, digits_end):
+                    duration = _duration(chars, n, digits_end)
+                    after = _after_run(chars, n, digits_end)
             if i >= hex_end:
                 hex_end = _hex_run(chars, n, i)
             end = _from_digit(chars, n, i, hex_end, duration, after)
@@ -864,6 +866,13 @@ def _inert_run(text: str, n: int, run: int) -> bool:
     ``.`` (a uuid, a date, a clock, ``0x``, an address) or a hex letter (a uuid)."""
     c = _char(text, run) if run < n else "\x00"
     return not (c in "-:x." or "a" <= c <= "f" or "A" <= c <= "F")
+
+
+def _goes_on(text: str, n: int, run: int) -> bool:
+    """Whether the run of digits that ends at ``run`` can go on with a branch that reads it to
+    its end (a duration, a rate, a progress bar, minutes): it meets a fraction's dot, a space
+    or a tab before a unit, a colon, or the first letter of a unit (of ASCII text: not µs)."""
+    return run < n and _char(text, run) in ". \t:munshikKMGB"
 
 
 def _after_run(text: str, n: int, run: int) -> int:
