@@ -303,9 +303,10 @@ def line_hashes(lines: list[str]) -> bytes:
 def text_hash(text: str) -> int:
     """A hash of ``text`` that two texts share when they are equal, and otherwise one time in
     2^64, as a signed 64-bit integer. Compiled, it reads the bytes in which the str keeps its
-    characters, eight at a time (``_mix``, then ``_finished`` with their count): a 1 KB text in
-    about 700 instructions, where ``hash``'s SipHash takes 6,500. Interpreted, it is ``hash``:
-    there, reading words in Python would cost more. It changes from process to process."""
+    characters, eight at a time (``_mix``, then ``_finished`` with their count): half the
+    instructions of ``hash``'s SipHash (1,100 against 2,300 for a test run's 757 characters,
+    each called from Python). Interpreted, it is ``hash``: there, reading words in Python
+    would cost more. It changes from process to process."""
     return _text_hash(text)
 
 
