@@ -33,7 +33,14 @@ from haltwise.engine.detectors._keys import (
     _sample,
     _shorten,
 )
-from haltwise.engine.detectors._scan import mask, masked_lines, spans, volatile_argument
+from haltwise.engine.detectors._scan import (
+    all_ascii,
+    mask,
+    masked_lines,
+    names_temp_path,
+    spans,
+    volatile_argument,
+)
 
 
 def pytest_run(failed: int, seconds: str, tmp: str = "pytest-of-ci/pytest-3") -> str:
@@ -309,13 +316,44 @@ def test_lines_masked_one_by_one_and_remembered_are_masked_as_at_once(lines: lis
 
 @given(st.lists(st.lists(_PIECES | _NEIGHBOURS, max_size=12).map("".join), max_size=30))
 def test_ascii_lines_masked_by_the_scan_are_masked_as_at_once(lines: list[str]) -> None:
-    # The compiled build masks ASCII lines one by one with the scan (remembering them from 8
-    # lines on): the rules too where the lines scanned are short or one draws three glyphs of
-    # one. Both builds run it.
+    # The compiled build masks ASCII lines one by one with the scan: the rules too where the
+    # lines scanned are short or one draws three glyphs of one. Both builds run it. A line holds
+    # no line break (``["0\n===="]`` is two lines, of which only the first has a digit).
+    lines = [line.replace("\n", " ") for line in lines]
     text = "\n".join(lines)
     every = "tmp" in text or "/var/folders" in text
-    for _ in range(2):
-        assert "\n".join(masked_lines(lines, every)) == _masked_at_once(text)
+    assert "\n".join(masked_lines(lines, every)) == _masked_at_once(text)
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(
+                [
+                    "tmp",
+                    "/var/folders",
+                    "t",
+                    "m",
+                    "tm",
+                    "mp",
+                    "/",
+                    "/v",
+                    "/var/folder",
+                    "x" * 7,
+                    "é",
+                ]
+            ),
+            max_size=8,
+        ).map("".join),
+        max_size=6,
+    )
+)
+def test_the_lines_are_asked_what_their_text_joined_is_asked(lines: list[str]) -> None:
+    # Compiled, whether a temp path is named and whether all is ASCII are read from the lines
+    # (eight characters at a time), not from them joined. Both builds run it.
+    text = "\n".join(lines)
+    assert names_temp_path(lines) == ("tmp" in text or "/var/folders" in text)
+    assert all_ascii(lines) == text.isascii()
 
 
 @pytest.mark.parametrize("glyph", "=-_~*#")

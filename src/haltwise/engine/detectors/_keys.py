@@ -364,12 +364,12 @@ def _masked_lines(lines: list[str]) -> list[str]:
     """``lines`` masked as ``_mask_text`` masks them joined (``lines`` itself when that changes
     none of them). Compiled, ASCII lines are masked one by one with the scan
     (``_scan.masked_lines``)."""
-    text = "\n".join(lines)
-    if _scannable(text):
-        every = "tmp" in text or "/var/folders" in text
-        if text.isascii():
+    if _SCANS:  # the lines are strs the analysis made (not a driver's subclass of str)
+        every = _scan.names_temp_path(lines)
+        if _scan.all_ascii(lines):
             return _scan.masked_lines(lines, every)
         return _masked_mixed(lines, every)
+    text = "\n".join(lines)
     masked = _mask_text(text)
     return lines if masked == text else masked.split("\n")
 

@@ -5,7 +5,7 @@
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from cpython.unicode cimport (PyUnicode_1BYTE_KIND, PyUnicode_2BYTE_KIND, PyUnicode_DATA,
                               PyUnicode_FindChar, PyUnicode_FromKindAndData,
                               PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
@@ -300,6 +300,10 @@ cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, chosen=list,
                index=Index, masked=list, changed=bint, done=str)
 cpdef list masked_lines(list lines, bint every)
+@cython.locals(line=str)
+cpdef bint names_temp_path(list lines) except -1
+@cython.locals(line=str)
+cpdef bint all_ascii(list lines) except -1
 @cython.locals(chars=Text, end=Index, start=Index, run=Index, dot=Index, first=Index, c=Py_UCS4,
                kind=str)
 cpdef object exception_name(str text)
@@ -458,6 +462,42 @@ cdef inline long long _hashed(Stream* stream) noexcept:
     if stream.count:
         h = _mix(h, stream.pending)  # the last word, padded with zeros
     return _finished(h ^ <unsigned long long>stream.size)
+
+# The high bit of each byte of ``word`` that is zero, and of no other.
+cdef inline unsigned long long _zero_bytes(unsigned long long word) noexcept:
+    return ~(((word & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | word
+             | 0x7F7F7F7F7F7F7F7FULL)
+
+# Whether ``tmp`` or ``/var/folders`` stands at ``i`` of the ``n`` bytes ``chars``, where an
+# ``m`` or a ``/`` stands: the ``m`` of ``tmp``, or the ``/`` that ``/var/folders`` starts with.
+cdef inline bint _temp_at(const unsigned char* chars, Py_ssize_t n, Py_ssize_t i) noexcept:
+    if chars[i] == 109:  # m
+        return 0 < i < n - 1 and chars[i - 1] == 116 and chars[i + 1] == 112
+    return i + 12 <= n and chars[i + 1] == 118 and memcmp(chars + i, b"/var/folders", 12) == 0
+
+# ``_names_temp`` (_scan.py): a line of one byte per character read eight at a time, each ``m``
+# and ``/`` among them (most words hold neither) compared with what it may stand in; any other
+# line searched for each.
+cdef inline bint _names_temp(str line) except -1:
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line), i = 0
+    cdef const unsigned char* chars = <const unsigned char*>PyUnicode_DATA(line)
+    cdef unsigned long long word, found
+    if PyUnicode_KIND(line) != PyUnicode_1BYTE_KIND:
+        return "tmp" in line or "/var/folders" in line
+    while i + 8 <= n:
+        word = _word(chars + i)
+        found = (_zero_bytes(word ^ 0x6D6D6D6D6D6D6D6DULL)
+                 | _zero_bytes(word ^ 0x2F2F2F2F2F2F2F2FULL))
+        while found:
+            if _temp_at(chars, n, i + (_lowest_bit(found) >> 3)):
+                return True
+            found &= found - 1
+        i += 8
+    while i < n:
+        if (chars[i] == 109 or chars[i] == 47) and _temp_at(chars, n, i):
+            return True
+        i += 1
+    return False
 
 # ``text_hash`` (_scan.py): the bytes the str keeps its characters in (one, two or four each: equal
 # strs have the same kind), eight at a time, the last few padded with zeros.

@@ -45,6 +45,7 @@ __all__ = [
     "KINDS",
     "SHORT",
     "Needles",
+    "all_ascii",
     "exception_name",
     "folded",
     "folded_lines",
@@ -52,6 +53,7 @@ __all__ = [
     "mask",
     "mask_line",
     "masked_lines",
+    "names_temp_path",
     "quoted",
     "same_words",
     "spans",
@@ -177,6 +179,24 @@ def spans(text: str, rules: bool) -> list[int]:
 #: every branch is tried on a text that is not ASCII: the scan costs less than the substring
 #: tests that would choose the branches.
 SHORT = 256
+
+
+def names_temp_path(lines: list[str]) -> bool:
+    """Whether one of ``lines`` (strs) holds ``tmp`` or ``/var/folders``, as ``_keys._mask_text``
+    asks of them joined (neither holds a line break): compiled, a line of one byte per
+    character is read eight at a time for an ``m`` or a ``/``, and only there compared."""
+    for line in lines:  # noqa: SIM110 (compiled, any() over a generator costs more)
+        if _names_temp(line):
+            return True
+    return False
+
+
+def all_ascii(lines: list[str]) -> bool:
+    """Whether every one of ``lines`` (strs) is ASCII: compiled, the flag each str keeps."""
+    for line in lines:  # noqa: SIM110
+        if not line.isascii():
+            return False
+    return True
 
 
 def masked_lines(lines: list[str], every: bool) -> list[str]:
@@ -324,6 +344,10 @@ if not cython.compiled:
     # Compiled, ``_scan.pxd`` does the same in C: each stream's state is a ``Stream``, fed a
     # word of eight ASCII characters at once where it can, and the hashes are written straight
     # into the bytes.
+
+    def _names_temp(line: str) -> bool:
+        """Whether ``line`` holds ``tmp`` or ``/var/folders``."""
+        return "tmp" in line or "/var/folders" in line
 
     def _text_hash(text: str) -> int:
         """``text_hash``, interpreted."""
