@@ -323,6 +323,21 @@ def _assert_hashes_tell_lines_apart(lines: list[str]) -> None:
                     assert (first_hash == second_hash) == (first == second)
 
 
+@pytest.mark.parametrize("offset", range(17))
+def test_a_run_of_digits_is_masked_alike_wherever_the_words_read_split_it(offset: int) -> None:
+    # Compiled, a line is hashed eight characters at a time: a run of digits that a word's end
+    # cuts is still one "#", and the runs that two words hold are two.
+    head = "x" * offset
+    _assert_hashes_tell_lines_apart(
+        [
+            *(f"{head}{digits} passed" for digits in ("7", "12", "1234567", "123456789012345")),
+            *(f"{head}1{gap}2 s" for gap in ("a", "ab", "abcdefgh", " 3 ")),
+            f"{head}# passed",
+            f"{head}#",
+        ]
+    )
+
+
 def _pairs(hashes: LineHashes) -> list[tuple[int, int]]:
     """Line hashes as pairs of ints, from either form (packed in bytes, or pairs already)."""
     if isinstance(hashes, bytes):

@@ -439,23 +439,27 @@ cdef inline bint _feed_both(Stream* exact, Stream* masked, Py_UCS4 c, bint run) 
     return False
 
 # Eight ASCII bytes with a digit among them into the second stream alone (the first took them
-# whole): as they are masked, gathered in ``out``, then fed at once; whether the last is a digit.
+# whole), masked in the word: the first digit of each run (the bytes' high bits in ``starts``)
+# made ``#``, every other digit taken out, the bytes above it moved down; then fed at once.
+# Whether the last is a digit (``run`` says whether the byte before the first was).
 cdef inline bint _feed_masked(Stream* masked, unsigned long long word, bint run) noexcept:
-    cdef unsigned long long out = 0, byte
-    cdef int size = 0, shift
-    for shift in range(0, 64, 8):
-        byte = (word >> shift) & 0xFF
-        if 48 <= byte <= 57:
-            if run:
-                continue
-            byte = 35
-            run = True
-        else:
-            run = False
-        out |= byte << (8 * size)
-        size += 1
-    _feed_bytes(masked, out, size)
-    return run
+    cdef unsigned long long digits = _digits_in(word)
+    cdef unsigned long long before = (digits << 8) | (0x80ULL if run else 0)  # the byte before
+    cdef unsigned long long starts = digits & ~before
+    cdef unsigned long long dropped = digits & before
+    cdef unsigned long long whole = (starts >> 7) * 0xFF  # each byte of a start, all ones
+    cdef unsigned long long low
+    cdef unsigned int bit
+    cdef int size = 8
+    word = (word & ~whole) | (0x2323232323232323ULL & whole)
+    while dropped:
+        bit = _lowest_bit(dropped)  # the high bit of the lowest byte taken out
+        low = (1ULL << (bit - 7)) - 1  # the bytes below it
+        word = (word & low) | ((word >> 8) & ~low)
+        dropped = (dropped ^ (1ULL << bit)) >> 8  # the others, each moved down with its byte
+        size -= 1
+    _feed_bytes(masked, word, size)
+    return (digits >> 63) != 0
 
 cdef inline long long _hashed(Stream* stream) noexcept:
     cdef unsigned long long h = stream.h
