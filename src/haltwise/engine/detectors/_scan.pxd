@@ -49,6 +49,11 @@ cdef extern from *:
 cdef inline unsigned long long _maybe_blank(unsigned long long word) noexcept:
     return ((word - 0x2121212121212121ULL) | word) & 0x8080808080808080ULL
 
+# The high bit of each byte of ``word`` that is zero, and of no other.
+cdef inline unsigned long long _zero_bytes(unsigned long long word) noexcept:
+    return ~(((word & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | word
+             | 0x7F7F7F7F7F7F7F7FULL)
+
 # How many bytes' high bits ``flagged`` (high bits only) holds: each made the low bit of its
 # byte, then all the bytes summed into the highest by one multiplication.
 cdef inline Py_ssize_t _flagged_count(unsigned long long flagged) noexcept:
@@ -166,9 +171,7 @@ cdef inline bint _draws_rule(str line) noexcept:
         while i + 10 <= n:
             first = _word(chars + i)
             differ = (first ^ _word(chars + i + 1)) | (first ^ _word(chars + i + 2))
-            # The high bit of each zero byte of ``differ``, and of no other.
-            same = ~(((differ & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | differ)
-            same &= 0x8080808080808080ULL
+            same = _zero_bytes(differ)
             while same:
                 if _is_glyph(chars[i + (_lowest_bit(same) >> 3)]):
                     return True
@@ -466,11 +469,6 @@ cdef inline long long _hashed(Stream* stream) noexcept:
     if stream.count:
         h = _mix(h, stream.pending)  # the last word, padded with zeros
     return _finished(h ^ <unsigned long long>stream.size)
-
-# The high bit of each byte of ``word`` that is zero, and of no other.
-cdef inline unsigned long long _zero_bytes(unsigned long long word) noexcept:
-    return ~(((word & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | word
-             | 0x7F7F7F7F7F7F7F7FULL)
 
 # Whether ``tmp`` or ``/var/folders`` stands at ``i`` of the ``n`` bytes ``chars``, where an
 # ``m`` or a ``/`` stands: the ``m`` of ``tmp``, or the ``/`` that ``/var/folders`` starts with.
