@@ -39,6 +39,10 @@ def _alarm(decision: Decision) -> bool:
         ("bash", "cat > fix.py <<'EOF'\nprint(1)\nEOF", True),
         ("bash", {"command": "python -m pytest -q"}, False),
         ("read_file", {"path": "a.py"}, False),
+        # Names and first words are compared in lower case.
+        ("Write_File", {"path": "a.py"}, True),
+        ("bash", {"command": "  APPLY_PATCH <<'EOF'"}, True),
+        ("\u00c9dit", {"path": "a.py"}, False),
     ],
 )
 def test_what_counts_as_an_edit(name: str, arguments: object, expected: bool) -> None:

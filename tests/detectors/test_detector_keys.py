@@ -28,15 +28,18 @@ from haltwise.engine.detectors._keys import (
     _NOT_FOUND,
     _ONLY_ARGS,
     _QUOTED,
+    _SORT,
     HEAD_CHARS,
     MAX_LINE_CHARS,
     SEEN_RESULTS,
     TAIL_CHARS,
     LineHashes,
     ResultInfo,
+    _action_preview,
     _analyze_result,
     _distinct,
     _folded_lines,
+    _json,
     _last_exception_name,
     _line_hashes,
     _numbers_masked,
@@ -461,6 +464,64 @@ def test_a_preview_is_the_text_folded_and_cut(parts: list[str], limit: int) -> N
     assert _shorten(text, limit) == expected
 
 
+class _Text(str):
+    """A subclass of str, as some frameworks hand tool output and arguments over."""
+
+
+def _preview_defined(name: Any, arguments: Any) -> str:
+    """What a call's preview is: the action's text, folded and cut, led by the tool's name
+    unless its first word (to the first space) is that name already."""
+    if isinstance(arguments, str):
+        shown = arguments.strip()
+    elif len(arguments) == 1:
+        (value,) = arguments.values()
+        shown = str(value) if isinstance(value, str) else _json(value).decode()
+    else:
+        shown = _json(arguments, _SORT).decode()
+    if shown.split(" ", 1)[0] == name or not shown:
+        return _shorten(shown or name)
+    return _shorten(f"{name} {shown}")
+
+
+_COMMAND_PARTS = st.sampled_from(["bash", "bashful", "ls", " ", "\t", "\n", "-la", "x" * 90])
+
+
+@given(
+    st.sampled_from(["bash", "ls", "b", "bash -c", "", "Bash"]),
+    st.lists(_COMMAND_PARTS, max_size=8).map("".join),
+    st.sampled_from(["str", "one", "subclass", "two", "number"]),
+)
+def test_a_call_is_previewed_with_its_name_unless_it_starts_with_it(
+    name: str, command: str, form: str
+) -> None:
+    # The first word is found with ``find``, not split off: it must agree with the split.
+    arguments: Any = {
+        "str": command,
+        "one": {"command": command},
+        "subclass": {"command": _Text(command)},
+        "two": {"command": command, "cwd": "/work"},
+        "number": {"n": 12},
+    }[form]
+    preview = _action_preview(name, arguments)
+    assert preview == _preview_defined(name, arguments)
+    assert type(preview) is str
+
+
+def test_a_call_under_a_name_that_is_no_str_is_previewed_with_it() -> None:
+    # Governor.handle refuses such a call; the analysis, called directly, must not raise.
+    assert _action_preview(7, {"command": "7 up"}) == "7 7 up"  # type: ignore[arg-type]
+
+
+@given(st.one_of(st.text(), st.text(alphabet="abcXYZ_-09 \u00e9\u0130").map(_Text)))
+def test_lowered_is_lower(text: str) -> None:
+    # Compiled, a str of ASCII with no capital letter is handed back, not copied.
+    lowered = scan.lowered(text)
+    assert lowered == text.lower()
+    assert type(lowered) is str
+    if scan.COMPILED and type(text) is str and text.isascii() and text == text.lower():
+        assert lowered is text
+
+
 _ECHO_PARTS = st.sampled_from(
     ["No matches for ", "'needle'", "needle", "\n", " ", "- ", "===", "\x00arg\x00", "3 found", "x"]
 )
@@ -534,10 +595,6 @@ def test_a_results_size_counts_the_lines_it_remembers() -> None:
     assert deep_size(many) - deep_size(many.lines) >= 256 * 2 * 8
 
 
-class _Text(str):
-    """A subclass of str, as some frameworks hand tool output and arguments over."""
-
-
 def test_a_subclass_of_str_is_analysed_as_the_str() -> None:
     # The compiled scans take a str, not a subclass of it: the analyses must not hand them one.
     output = "FAILED test_x.py - AssertionError\n  12 | 3 failed in 0.52s\n/tmp/tmpab12cd3x"
@@ -546,7 +603,12 @@ def test_a_subclass_of_str_is_analysed_as_the_str() -> None:
     for call_id, text in (("c1", output), ("c2", _Text(output))):
         action = analyze_call(ToolCall("bash", {"command": _Text(argument)}, call_id=call_id))
         plain = analyze_call(ToolCall("bash", {"command": argument}, call_id=call_id))
-        assert action.key == plain.key
+        assert (action.key, action.preview, action.echoes, action.edit) == (
+            plain.key,
+            plain.preview,
+            plain.echoes,
+            plain.edit,
+        )
         lines.append(analyze_result(ToolResult("bash", text, call_id=call_id), action).lines)
         assert result_fingerprint(text) == result_fingerprint(output)
         assert normalize_output(_Text(output)) == normalize_output(output)

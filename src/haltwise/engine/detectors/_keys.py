@@ -546,10 +546,9 @@ def error_class(
             found = "not found"
     if found is None and not failed:
         return None
-    parts = [found or "error"]
     if exit_code is not None and exit_code != 0:
-        parts.append(f"exit {exit_code}")
-    return ", ".join(parts)
+        return f"{found or 'error'}, exit {exit_code}"
+    return found or "error"
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,7 +592,7 @@ def _clean(value: Any, ignored: frozenset[str]) -> Any:
         return {
             key: _clean(item, ignored)
             for key, item in value.items()
-            if not (isinstance(key, str) and key.lower() in ignored)
+            if not (isinstance(key, str) and _scan.lowered(key) in ignored)
         }
     if isinstance(value, list | tuple):
         return [_clean(item, ignored) for item in value]
@@ -604,11 +603,14 @@ def _clean(value: Any, ignored: frozenset[str]) -> Any:
 
 def _is_flat(arguments: Mapping[Any, Any], ignored: frozenset[str]) -> bool:
     for key, value in arguments.items():
-        if not isinstance(key, str) or key.lower() in ignored:
+        if not isinstance(key, str) or _scan.lowered(key) in ignored:
             return False
         if isinstance(value, str):
-            if value[:1].isspace() or value[-1:].isspace():
-                return False
+            if value:
+                # Compiled, its first and last characters are read as C integers.
+                first, last = value[0], value[-1]
+                if first.isspace() or last.isspace():
+                    return False
             # A command line has dashes and digits, but seldom a uuid or a timestamp.
             if _volatile_in(value):
                 return False
@@ -795,11 +797,18 @@ def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
         shown = arguments.strip()
     elif len(arguments) == 1:
         (value,) = arguments.values()
-        shown = value if isinstance(value, str) else _json(value).decode()
+        if type(value) is str:
+            shown = value
+        else:  # a subclass of str (its characters, as a str), or any other value
+            shown = str.__str__(value) if isinstance(value, str) else _json(value).decode()
     else:
         shown = _json(arguments, _SORT).decode()
-    # A command line that starts with the tool's name is not repeated.
-    if shown.split(" ", 1)[0] == name or not shown:
+    # A command line whose first word is the tool's name does not repeat it. (The word is
+    # found, not split off: no list or str is made of it.)
+    first = shown.find(" ")
+    if first < 0:
+        first = len(shown)
+    if not shown or (isinstance(name, str) and first == len(name) and shown.startswith(name)):
         return _shorten(shown or name)
     return _shorten(f"{name} {shown}")
 
@@ -985,7 +994,7 @@ def is_edit(name: str, arguments: Mapping[str, Any] | str) -> bool:
     """Whether a call writes files: an editing tool (by its name, or the first word of its
     command line: SWE-agent's ``edit 12:14``), an editor's writing sub-command, or a shell line
     that rewrites a file in place or redirects a here-document into one."""
-    if name.lower() in EDIT_TOOLS:
+    if _scan.lowered(name) in EDIT_TOOLS:
         return True
     if isinstance(arguments, str):
         line = arguments
@@ -997,7 +1006,7 @@ def is_edit(name: str, arguments: Mapping[str, Any] | str) -> bool:
             return True
         line = command
     head = line[:512].lstrip()
-    first = head.split(None, 1)[0].lower() if head else ""
+    first = _scan.lowered(head.split(None, 1)[0]) if head else ""
     if first in EDIT_TOOLS:
         return True
     # A loop, not any() over a generator: compiled, the generator costs more than the tests.

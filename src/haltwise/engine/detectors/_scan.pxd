@@ -303,6 +303,8 @@ cdef unsigned long long _SEED, _MULTIPLIER, _FINAL_1, _FINAL_2, _LOW_64
 @cython.locals(line=str, scanned=Index, size=Index, rules=bint, chosen=list,
                index=Index, masked=list, changed=bint, done=str)
 cpdef list masked_lines(list lines, bint every)
+@cython.locals(plain=str, c=Py_UCS4)
+cpdef object lowered(object text)
 @cython.locals(line=str)
 cpdef bint names_temp_path(list lines) except -1
 @cython.locals(line=str)

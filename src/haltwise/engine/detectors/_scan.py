@@ -50,6 +50,7 @@ __all__ = [
     "folded",
     "folded_lines",
     "line_hashes",
+    "lowered",
     "mask",
     "mask_line",
     "masked_lines",
@@ -197,6 +198,24 @@ def all_ascii(lines: list[str]) -> bool:
         if not line.isascii():
             return False
     return True
+
+
+if cython.compiled:
+
+    def lowered(text: str, /) -> str:
+        """``text.lower()``: ``text`` itself when it is a str of ASCII with no capital letter,
+        as most names and keys are, rather than a copy of it."""
+        if type(text) is str and text.isascii():
+            plain = text  # typed: its characters are read in C
+            for c in plain:
+                if "A" <= c <= "Z":
+                    return text.lower()
+            return text
+        return text.lower()
+
+else:
+    # Interpreted, the method itself: a test written in Python would cost more than the copy.
+    lowered = str.lower
 
 
 def masked_lines(lines: list[str], every: bool) -> list[str]:
