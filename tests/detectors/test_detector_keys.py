@@ -38,6 +38,7 @@ from haltwise.engine.detectors._keys import (
     _action_preview,
     _analyze_result,
     _distinct,
+    _echoes,
     _folded_lines,
     _json,
     _last_exception_name,
@@ -520,6 +521,52 @@ def test_lowered_is_lower(text: str) -> None:
     assert type(lowered) is str
     if scan.COMPILED and type(text) is str and text.isascii() and text == text.lower():
         assert lowered is text
+
+
+def _echoes_defined(arguments: Any) -> tuple[str, ...]:
+    """What a result may repeat of its call, longest first: each string value of 3 to 200
+    characters (of a mapping), the strings quoted in one, what an ``echo`` or ``printf`` of one
+    prints; stripped, of 3 characters or more, each once."""
+    values = [arguments] if isinstance(arguments, str) else list(arguments.values())
+    found: list[str] = []
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        text = value.strip()
+        if not isinstance(arguments, str) and 3 <= len(text) <= 200:
+            found.append(text)
+        found += [quoted.strip() for quoted in _QUOTED_TEXT(text[:4096])]
+        if text.startswith(("echo ", "printf ")) and "\n" not in text:
+            found.append(text.split(" ", 1)[1].strip().strip("\"'"))
+    kept = [echo for echo in dict.fromkeys(found) if len(echo) >= 3]
+    return tuple(sorted(kept, key=len, reverse=True))
+
+
+def _QUOTED_TEXT(text: str) -> list[str]:  # noqa: N802 (the regular expression's findall)
+    return [double or single for double, single in _QUOTED.findall(text)]
+
+
+_ARGUMENT_PARTS = st.sampled_from(
+    ["echo ", "printf ", "grep ", "'needle'", '"two words"', " ", "\n", "ab", "x" * 120, "'x'"]
+)
+
+
+@given(
+    st.lists(_ARGUMENT_PARTS, max_size=6).map("".join),
+    st.lists(_ARGUMENT_PARTS, max_size=6).map("".join),
+    st.sampled_from(["str", "one", "two", "subclass", "mixed"]),
+)
+def test_a_calls_echoes_are_its_short_values_quotes_and_what_it_echoes(
+    first: str, second: str, form: str
+) -> None:
+    arguments: Any = {
+        "str": first,
+        "one": {"command": first},
+        "two": {"command": first, "pattern": second},
+        "subclass": {"command": _Text(first)},
+        "mixed": {"n": 3, "command": first, "flags": [second]},
+    }[form]
+    assert _echoes(arguments) == _echoes_defined(arguments)
 
 
 _ECHO_PARTS = st.sampled_from(

@@ -93,6 +93,10 @@ MAX_SEEN_LINES: Final = 256
 PREVIEW_CHARS: Final = 80
 
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+#: ``orjson.dumps`` and what it makes of a value it cannot write (``repr``), held here: compiled,
+#: a global of this module is read from a cache, an attribute of another looked up each time.
+_dumps: Final = orjson.dumps
+_written_as: Final = repr
 
 # --------------------------------------------------------------------------------------------
 # Masks, applied in this order. Each names what it hides, so a message can still be read.
@@ -649,7 +653,7 @@ def _json(value: Any, option: int = 0) -> bytes:
     with a lone surrogate, an int past 64 bits), so that no argument a model writes makes the
     analysis raise. Either way the same value gives the same bytes."""
     try:
-        return orjson.dumps(value, option=option, default=repr)
+        return _dumps(value, _written_as, option)  # (value, default, option)
     except orjson.JSONEncodeError:
         try:
             text = json.dumps(value, sort_keys=bool(option), separators=(",", ":"), default=repr)
@@ -947,24 +951,31 @@ def _echoes(arguments: Mapping[str, Any] | str) -> tuple[str, ...]:
     """Strings of the arguments that a result may repeat back: quoted strings, short values,
     and what an ``echo`` prints."""
     found: dict[str, None] = {}
-    values = [arguments] if isinstance(arguments, str) else list(arguments.values())
-    for value in values:
-        if not isinstance(value, str):
-            continue
-        text = value.strip()
-        if 3 <= len(text) <= 200 and not isinstance(arguments, str):
-            found[text] = None
-        if '"' in text or "'" in text:
-            for quoted in _quoted(text[:4096]):
-                found[quoted.strip()] = None
-        if text.startswith(_ECHO_COMMANDS) and "\n" not in text:
-            printed = text.split(" ", 1)[1].strip().strip("\"'")
-            if len(printed) >= 3:
-                found[printed] = None
+    if isinstance(arguments, str):
+        _echoed(found, arguments.strip(), False)
+    else:
+        for value in arguments.values():
+            if isinstance(value, str):
+                _echoed(found, value.strip(), True)
     echoes = [echo for echo in found if len(echo) >= 3]
     if len(echoes) > 1:
         echoes.sort(key=len, reverse=True)
     return tuple(echoes)
+
+
+def _echoed(found: dict[str, None], text: str, value: bool) -> None:
+    """Into ``found``, what a result may repeat of one argument's ``text`` (stripped): the text
+    itself when it is a short ``value`` of a mapping, the strings quoted in it, and what an
+    ``echo`` of it prints."""
+    if value and 3 <= len(text) <= 200:
+        found[text] = None
+    if '"' in text or "'" in text:
+        for quoted in _quoted(text[:4096]):
+            found[quoted.strip()] = None
+    if text.startswith(_ECHO_COMMANDS) and "\n" not in text:
+        printed = text.split(" ", 1)[1].strip().strip("\"'")
+        if len(printed) >= 3:
+            found[printed] = None
 
 
 #: Tools that write files, by name (compared in lower case).

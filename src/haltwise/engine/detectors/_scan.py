@@ -205,10 +205,10 @@ if cython.compiled:
     def lowered(text: str, /) -> str:
         """``text.lower()``: ``text`` itself when it is a str of ASCII with no capital letter,
         as most names and keys are, rather than a copy of it."""
-        if type(text) is str and text.isascii():
+        if type(text) is str:
             plain = text  # typed: its characters are read in C
             for c in plain:
-                if "A" <= c <= "Z":
+                if "A" <= c <= "Z" or c > "\x7f":
                     return text.lower()
             return text
         return text.lower()
