@@ -9,6 +9,7 @@ from libc.string cimport memcpy
 # the module's full name: ``from haltwise.engine.detectors cimport _scan`` hides from cythonize
 # that this module (and those that cimport it) must be translated again when _scan.pxd changes.
 cimport haltwise.engine.detectors._scan as _scan
+from haltwise.engine.events cimport ToolCall, ToolResult
 
 cdef class ActionInfo:
     cdef readonly object key, name  # the tool's name as the driver gave it
@@ -150,5 +151,6 @@ cdef list _results
 @cython.locals(h=cython.longlong, entries=list, index=Py_ssize_t, seen=_Seen)
 cpdef ResultInfo _analyze_seen_result(object content, object is_error, object exit_code,
                                       tuple echoes)
-cpdef ActionInfo analyze_call(object event, object ignored=*)
-cpdef ResultInfo analyze_result(object event, object action=*)
+# Typed: each field read is a C struct member's.
+cpdef ActionInfo analyze_call(ToolCall event, object ignored=*)
+cpdef ResultInfo analyze_result(ToolResult event, ActionInfo action=*)

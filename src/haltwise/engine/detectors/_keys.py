@@ -923,7 +923,7 @@ def _line_hashes(lines: list[str]) -> LineHashes:
     ``_scan.line_hashes`` makes both in one pass, without the masked line, and packs them;
     interpreted, a pass over characters in Python would cost more than ``hash`` and a masked
     copy."""
-    if _scan.COMPILED:
+    if _SCANS:
         return _scan.line_hashes(lines)
     if not lines:
         return ()
