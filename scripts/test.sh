@@ -34,7 +34,8 @@ if command -v cc >/dev/null 2>&1 && [[ "$build" != *"(compiled"* ]]; then
     exit 1
 fi
 
-# The whole suite on the build installed, then the engine's own tests again on the pure build.
+# The whole suite on the build installed, then the tests of every compiled module (the engine,
+# the detectors, the audit's readers and replay) again on the pure build.
 .venv/bin/python -m pytest "$@"
 HALTWISE_PURE=1 .venv/bin/python -m pytest "$@" tests/core tests/detectors tests/test_eventlog.py \
-    tests/test_pricing.py tests/adapters
+    tests/test_pricing.py tests/adapters tests/audit

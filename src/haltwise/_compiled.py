@@ -1,8 +1,9 @@
 """Which of haltwise's modules are compiled, and whether the compiled build or the pure one is
 in force.
 
-The modules in ``MODULES`` (the events, the tallies, the dispatch that decides an LLM call, and
-the stuck detectors, which analyse every tool result) are compiled by Cython from their own
+The modules in ``MODULES`` (the events, the tallies, the governor and the dispatch that decides
+an LLM call, the stuck detectors, which analyse every tool result, and the audit's readers and
+replay, which feed them a recorded run's every step) are compiled by Cython from their own
 ``.py`` sources when haltwise is installed on a machine with a C compiler (``setup.py`` reads
 the list from here). Each compiled module is a C extension beside its ``.py``
 (``events.cpython-311-x86_64-linux-gnu.so`` beside ``events.py``), and Python's import prefers
@@ -57,6 +58,11 @@ MODULES = (
     "haltwise.engine.detectors._edits",
     "haltwise.engine.detectors._paging",
     "haltwise.engine.detectors._scan",
+    # Compiled as they are written (no .pxd): Python objects throughout, a C call between them
+    # rather than an interpreted frame.
+    "haltwise.engine.governor",
+    "haltwise.audit.readers",
+    "haltwise.audit.replay",
 )
 #: The file, in the package, holding the digest of the sources the extensions were built from.
 DIGEST_FILE = "_compiled.sha256"
