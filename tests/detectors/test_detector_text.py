@@ -301,18 +301,60 @@ _PRE_FILTER_WORDS = st.sampled_from(
 )
 
 
-@given(st.lists(_PRE_FILTER_WORDS, max_size=40).map("".join), st.integers(3, 30), st.integers(1, 6))
-def test_the_compiled_pre_filter_finds_what_counting_the_words_finds(
+def _beginnings(text: str, chunk: int) -> list[tuple[str, str, str]]:
+    """Each place a chunk may be taken in ``text`` (a word's start; in a word a chunk long, every
+    fifth of a chunk while the chunk lies in the word), with what a chunk there begins with:
+    ``("whole", chunk, "")`` if it lies in the word; else the word's text from the place (its
+    leading ">" aside at its start) with the start of the next word as far as the chunk would
+    reach it one space on, ``("pair", begun, after)``, or ``("end", begun, "")`` when the word
+    ends its line (any word may follow it in a segment)."""
+    words = [(found.start(), found.end()) for found in re.finditer(r"\S+", text)]
+    found: list[tuple[str, str, str]] = []
+    for index, (start, end) in enumerate(words):
+        for position in range(start, end, chunk // 5):
+            if end - position >= chunk:
+                found.append(("whole", text[position : position + chunk], ""))
+                continue
+            begun = text[position:end].lstrip(">") if position == start else text[position:end]
+            if index + 1 == len(words) or "\n" in text[end : words[index + 1][0]]:
+                found.append(("end", begun, ""))
+            else:
+                after, till = words[index + 1]
+                reach = min(till, after + chunk - 1 - (end - position))
+                found.append(("pair", begun, text[after:reach]))
+            break
+    return found
+
+
+def _chunk_comes_back(text: str, chunk: int, repeats: int) -> bool:
+    """``_may_chant``'s second test, by its definition: a beginning comes back ``repeats``
+    times, one that ends its line counting with every beginning of its text; or a word a chunk
+    long starts with ">" (a quote's mark may be taken off it, moving its places)."""
+    if any(len(word) >= chunk and word[0] == ">" for word in text.split()):
+        return True
+    counts = Counter(_beginnings(text, chunk))
+    ends = Counter({begun: count for (kind, begun, _), count in counts.items() if kind == "end"})
+    return any(
+        count + (ends[begun] if kind == "pair" else 0) >= repeats
+        for (kind, begun, _), count in counts.items()
+    )
+
+
+@given(st.lists(_PRE_FILTER_WORDS, max_size=40).map("".join), st.integers(8, 30), st.integers(2, 6))
+def test_the_pre_filter_finds_what_counting_the_words_and_the_beginnings_finds(
     text: str, chunk: int, repeats: int
 ) -> None:
     # Its definition: a word (white space apart, its leading ">" aside) a chunk long or more, or
-    # one that comes back ``repeats`` times. Compiled, words are counted by their hashes.
-    if not COMPILED:
-        pytest.skip("the pure build counts the words: the definition itself")
+    # one that comes back ``repeats`` times; and, compiled, a chunk's beginning that comes back
+    # as often. Compiled, both are counted by hashes; interpreted, the second is not made.
     words = text.split()
-    expected = bool(words) and (
-        max(map(len, words)) >= chunk
-        or max(Counter(word.lstrip(">") for word in words).values()) >= repeats
+    expected = (
+        bool(words)
+        and (
+            max(map(len, words)) >= chunk
+            or max(Counter(word.lstrip(">") for word in words).values()) >= repeats
+        )
+        and (not COMPILED or _chunk_comes_back(text, chunk, repeats))
     )
     assert _may_chant(text, chunk, repeats) == expected
 
@@ -352,8 +394,23 @@ def test_what_may_chant() -> None:
     # A chant whose word begins a quote's lines and others: ">" counted, it was missed.
     quoted = ">abcdefg\nabcdefg\n>abcdefg\nabcdefg"
     assert find_degenerate(quoted, chunk=8, repeats=3) == ("abcdefg ", 3)
-    assert _may_chant("x" * 50, 50, 10)  # a chunk can be taken inside a word this long
     assert not _may_chant("x" * 49, 50, 10)
+    assert find_degenerate("x" * 140) == ("x" * 50, 10)
+    if COMPILED:
+        # A chunk is taken every fifth of a chunk inside a word a chunk long: ten in 140 x.
+        assert _may_chant("x" * 140, 50, 10)
+        assert not _may_chant("x" * 139, 50, 10)
+        # "the" ten times over, never followed by the same word: no chunk can come back.
+        assert not _may_chant(" ".join(f"the w{index}" for index in range(12)), 50, 10)
+        assert _may_chant(" ".join(f"the w{index % 2}" for index in range(20)), 50, 10)
+
+
+def test_a_word_that_ends_its_line_may_be_followed_by_any_word() -> None:
+    # Indented code is left out of a segment without ending it: "abc" follows "abc" there,
+    # though in the text each is followed by a different line of code.
+    text = "".join(f"abc\n    x{index} = 1\n" for index in range(10))
+    assert _may_chant(text, 8, 3)
+    assert find_degenerate(text, chunk=8, repeats=3) == ("abc abc ", 3)
 
 
 def test_a_list_of_identical_items_is_degenerate() -> None:

@@ -1,9 +1,10 @@
 # _text.py's search for a chanted chunk with its positions and lengths as C integers, and the
 # strs and lists it reads typed, so that its loops over a segment's places run in C. Every
 # segment and word is a str the search made itself (joined or split), never a subclass of str.
-# Two of its functions are written here in C, over a str's characters where they lie and with
-# a table in memory of its own, kept from one count to the next: the count of a text's words
-# that decides whether it is searched at all (``_repeated_word``), and the count of a segment's
+# Three of its functions are written here in C, over a str's characters where they lie and with
+# a table in memory of its own, kept from one count to the next: the two counts of a text that
+# decide whether it is searched at all, of its words (``_repeated_word``) and of the beginnings
+# of its chunks (``_repeated_chunk``, compiled only), and the count of a segment's words
 # (``_word_table``).
 
 cimport cython
@@ -256,6 +257,177 @@ cdef inline bint _repeated_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
             continue
         leading = False
         h = (h ^ c) * prime
+    return False
+
+# What ``_repeated_chunk`` counts, told apart in the one table: a word's beginning that ends its
+# line, a beginning with the start of the word after it, a chunk that lies in one word.
+cdef extern from *:
+    """
+    #define haltwise_ENDS 0x9E3779B97F4A7C15ULL
+    #define haltwise_PAIRED 0xC2B2AE3D27D4EB4FULL
+    #define haltwise_WHOLE 0x165667B19E3779F9ULL
+    """
+    const unsigned long long _ENDS "haltwise_ENDS"
+    const unsigned long long _PAIRED "haltwise_PAIRED"
+    const unsigned long long _WHOLE "haltwise_WHOLE"
+
+# The characters of ``text`` from ``start`` to ``end`` hashed: a text of one byte per character
+# eight at a time (``_bytes_hash``); any other, FNV-1a over its code points, then their count.
+cdef inline unsigned long long _span_hash(const Char* text, Py_ssize_t start,
+                                          Py_ssize_t end) noexcept:
+    cdef unsigned long long h = 0xCBF29CE484222325ULL
+    cdef Py_ssize_t i
+    if sizeof(Char) == 1:
+        return _bytes_hash(<const unsigned char*>text, start, end)
+    for i in range(start, end):
+        h = (h ^ <unsigned long long>text[i]) * 0x100000001B3ULL
+    return _mix(h, <unsigned long long>(end - start))
+
+# Where the word that goes on at ``i`` ends: its first white space, or ``n``. A text of one byte
+# per character is read eight bytes at a time, and only a byte that may be white space asked.
+cdef inline Py_ssize_t _word_end(const Char* text, Py_ssize_t i, Py_ssize_t n) noexcept:
+    cdef unsigned long long flagged
+    while i < n:
+        if sizeof(Char) == 1 and i + 8 <= n:
+            flagged = _maybe_blank(_word(<const unsigned char*>text + i))
+            if flagged == 0:
+                i += 8
+                continue
+            i += _lowest_bit(flagged) >> 3
+        if Py_UNICODE_ISSPACE(text[i]):
+            return i
+        i += 1
+    return n
+
+# The words of the text ``_repeated_chunk`` reads, in memory kept from one text to the next (as
+# the table is, and for the same reason): three numbers a word (its start, its end, 1 if its line
+# ends after it) and two hashes (of its characters, and of them less its leading ``>``).
+cdef Py_ssize_t* _spans
+cdef unsigned long long* _hashes
+cdef Py_ssize_t _span_room
+
+cdef inline int _room_for(Py_ssize_t words) except -1:
+    global _spans, _hashes, _span_room
+    if words <= _span_room:
+        return 0
+    cdef Py_ssize_t size = max(words, 2 * _span_room)
+    cdef Py_ssize_t* spans = <Py_ssize_t*>PyMem_Malloc(3 * size * sizeof(Py_ssize_t))
+    cdef unsigned long long* hashes = <unsigned long long*>PyMem_Malloc(
+        2 * size * sizeof(unsigned long long))
+    if spans == NULL or hashes == NULL:
+        PyMem_Free(spans)
+        PyMem_Free(hashes)
+        raise MemoryError()
+    PyMem_Free(_spans)
+    PyMem_Free(_hashes)
+    _spans = spans
+    _hashes = hashes
+    _span_room = size
+    return 0
+
+# How often ``h`` was counted in ``table`` (a stamped one), without counting it.
+cdef inline Py_ssize_t _count_of(unsigned long long* table, Py_ssize_t mask,
+                                 unsigned long long h) noexcept:
+    cdef unsigned long long mark = _stamp << 32
+    cdef Py_ssize_t row = <Py_ssize_t>(h & <unsigned long long>mask)
+    while (table[2 * row + 1] & 0xFFFFFFFF00000000ULL) == mark:
+        if table[2 * row] == h:
+            return _count_at(table, row)
+        row = (row + 1) & mask
+    return 0
+
+# Count ``h`` in ``table``: whether it has come ``repeats`` times now.
+cdef inline bint _reaches(unsigned long long* table, Py_ssize_t mask, unsigned long long h,
+                          Py_ssize_t repeats) noexcept:
+    return _count_at(table, _counted(table, mask, h)) >= repeats
+
+# ``_text._repeated_chunk`` in C, by the width of the text's characters.
+cdef inline bint _repeated_chunk(str text, Py_ssize_t chunk, Py_ssize_t repeats) except -1:
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    if kind == 1:
+        return _chunk_in(<const unsigned char*>data, len(text), chunk, repeats)
+    if kind == 2:
+        return _chunk_in(<const unsigned short*>data, len(text), chunk, repeats)
+    return _chunk_in(<const unsigned int*>data, len(text), chunk, repeats)
+
+# Its beginnings counted by hashes in the kept table. One pass finds each word (``_spans``);
+# then the beginnings of words that end their lines are counted with the chunks that lie in one
+# word, and last each beginning with the start of the word after it.
+cdef inline bint _chunk_in(const Char* text, Py_ssize_t n, Py_ssize_t chunk,
+                           Py_ssize_t repeats) except -1:
+    cdef Py_ssize_t step = max(chunk // 5, 1)  # a chunk is 8 or more: never 0
+    cdef Py_ssize_t words = 0, index = 0, start, end, position, begun, mask, reach
+    cdef unsigned long long h, raw, pair
+    _room_for((n + 1) // 2)  # no more words than one in two characters
+    cdef Py_ssize_t* spans = _spans
+    cdef unsigned long long* hashes = _hashes
+    while index < n:
+        if Py_UNICODE_ISSPACE(text[index]):
+            if text[index] == 10 and words:
+                spans[3 * words - 1] = 1
+            index += 1
+            continue
+        start = index
+        while index < n and text[index] == 62:  # ">"
+            index += 1
+        begun = index
+        index = _word_end(text, index, n)
+        spans[3 * words] = start
+        spans[3 * words + 1] = index
+        spans[3 * words + 2] = 0
+        hashes[2 * words] = raw = _span_hash(text, start, index)
+        hashes[2 * words + 1] = raw if begun == start else _span_hash(text, begun, index)
+        words += 1
+    if words == 0:
+        return False
+    spans[3 * words - 1] = 1  # the last word ends its line
+    cdef unsigned long long* table = _stamped_table(2 * words + n // step + 1, &mask)
+    if table == NULL:
+        raise MemoryError()
+    for index in range(words):
+        start = spans[3 * index]
+        end = spans[3 * index + 1]
+        if end - start < chunk:
+            if spans[3 * index + 2] and _reaches(table, mask, hashes[2 * index + 1] ^ _ENDS,
+                                                 repeats):
+                return True
+            continue
+        if text[start] == 62:
+            return True  # a quote's mark may be taken off it: its places would move
+        position = start
+        while end - position >= chunk:
+            if _reaches(table, mask, _span_hash(text, position, position + chunk) ^ _WHOLE,
+                        repeats):
+                return True
+            position += step
+        if spans[3 * index + 2] and _reaches(table, mask, _span_hash(text, position, end) ^ _ENDS,
+                                             repeats):
+            return True
+    for index in range(words - 1):
+        if spans[3 * index + 2]:
+            continue
+        start = spans[3 * index]
+        end = spans[3 * index + 1]
+        position = start
+        if end - start < chunk:
+            h = hashes[2 * index + 1]
+        else:
+            while end - position >= chunk:  # to the word's last place
+                position += step
+            h = _span_hash(text, position, end)
+        # The word after, as far as a chunk begun here reaches it: its own hash when it reaches
+        # all of it.
+        begun = spans[3 * index + 3]
+        reach = begun + chunk - 1 - (end - position)
+        raw = hashes[2 * index + 2] if reach >= spans[3 * index + 4] else _span_hash(
+            text, begun, reach)
+        # Mixed in turn, the beginning first (``_mix`` of one word is no function of the order
+        # of two: a pair and its reverse would share a hash).
+        pair = _mix(_mix(_PAIRED, h), raw)
+        if (_count_at(table, _counted(table, mask, pair))
+                + _count_of(table, mask, h ^ _ENDS) >= repeats):
+            return True
     return False
 
 cpdef object _word_starts(str segment, Py_ssize_t chunk, Py_ssize_t repeats)

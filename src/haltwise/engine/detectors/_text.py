@@ -124,14 +124,28 @@ def _find(text: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] 
 
 
 def _may_chant(text: str, chunk: int, repeats: int) -> bool:
-    """Whether ``text`` may chant: a word of it (its leading ``>`` aside) comes back ``repeats``
-    times, or one is ``chunk`` characters long or longer. Neither, and no chant can be found:
-    a chunk taken at a word start begins with that whole word, so it comes back at most as
-    often as the word; a chunk is taken inside a word only in a word a chunk long; a list item
-    is a line's words after its marker; and the words of a segment are those of its lines, a
-    quote's ``>`` aside. Compiled, the words are counted by hashes of them, in C
-    (``_text.pxd``): words that share one can only make it say yes where no chant is."""
-    return _repeated_word(text, chunk, repeats)
+    """Whether ``text`` may chant. Two tests, each necessary for a chant; the cheaper first.
+
+    A word of it (its leading ``>`` aside) comes back ``repeats`` times, or one is ``chunk``
+    characters long or longer (``_repeated_word``): a chunk taken at a word start begins with
+    that whole word, so it comes back at most as often as the word; a chunk is taken inside a
+    word only in a word a chunk long; a list item is a line's words after its marker; and the
+    words of a segment are those of its lines, a quote's ``>`` aside.
+
+    And a chunk's beginning comes back ``repeats`` times (``_repeated_chunk``): at each place a
+    chunk may be taken (a word's start; in a word a chunk long, every fifth of a chunk, as
+    ``_chunk_starts`` takes them), what the chunk begins with there. That is the word's text from
+    the place on, then the start of the next word as far as the chunk reaches (it is one space
+    on in a segment); or the chunk's own characters, when they all lie in the word. A word that
+    ends its line may be followed by any word in a segment (the lines between may be code), so
+    it counts towards every beginning it starts; a word a chunk long that begins with ``>`` is
+    taken to chant (a quote's mark taken off it would move its places). Most prose that repeats
+    a word ten times does not repeat the pair of words.
+
+    Compiled, both count hashes, in C (``_text.pxd``): beginnings that share one can only make
+    it say yes where no chant is. Interpreted, only the first is made: the second, a loop over
+    the words in Python, would cost more than the searches it spares."""
+    return _repeated_word(text, chunk, repeats) and _repeated_chunk(text, chunk, repeats)
 
 
 def _search(text: str, chunk: int, repeats: int, max_gap: int) -> tuple[str, int] | None:
@@ -206,6 +220,12 @@ if not cython.compiled:
         if max(map(len, words)) >= chunk:
             return True
         return max(Counter(word.lstrip(">") for word in words).values()) >= repeats
+
+    def _repeated_chunk(text: str, chunk: int, repeats: int) -> bool:
+        """``_may_chant``'s second test, interpreted: none. A loop in Python over a text's words
+        costs more than the search it would spare (three times the search's time over the
+        corpus's texts)."""
+        return True
 
     def _word_table(segment: str, chunk: int, repeats: int) -> list[int] | None:
         """``_word_starts``, interpreted: the words counted exactly."""
