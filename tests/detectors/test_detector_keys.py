@@ -37,6 +37,7 @@ from haltwise.engine.detectors._keys import (
     ResultInfo,
     _action_preview,
     _analyze_result,
+    _cut,
     _distinct,
     _echoes,
     _folded_lines,
@@ -484,7 +485,9 @@ def _preview_defined(name: Any, arguments: Any) -> str:
     return _shorten(f"{name} {shown}")
 
 
-_COMMAND_PARTS = st.sampled_from(["bash", "bashful", "ls", " ", "\t", "\n", "-la", "x" * 90])
+_COMMAND_PARTS = st.sampled_from(
+    ["bash", "bashful", "ls", " ", "\t", "\n", "-la", "x" * 90, " " * 200, "y" * 300]
+)
 
 
 @given(
@@ -506,6 +509,28 @@ def test_a_call_is_previewed_with_its_name_unless_it_starts_with_it(
     preview = _action_preview(name, arguments)
     assert preview == _preview_defined(name, arguments)
     assert type(preview) is str
+    # A call's analysis makes it when first asked for (or at once, from a long text): the same.
+    action = analyze_call(ToolCall(name or "tool", arguments))
+    assert action.preview == _preview_defined(name or "tool", arguments)
+    assert action.preview is action.preview  # made once
+
+
+@given(st.lists(st.sampled_from(["FAILED x", "\n", "  ", "é", "12 passed", "y" * 70]), max_size=12))
+def test_a_results_preview_is_its_normalized_lines_joined_and_cut(parts: list[str]) -> None:
+    # Made when first asked for, from the head of the lines kept: as if made at once.
+    text = "".join(parts)
+    info = _analyze_result(text, False, None, ())
+    assert info.preview == _cut(" ".join(_sample(text)[0]))
+    assert info.preview is info.preview
+
+
+def test_a_call_with_a_long_argument_keeps_only_its_preview() -> None:
+    # What a call shows waits for its preview only while it is short: a file written whole is
+    # not kept in every detector's window until a message asks for it.
+    for arguments in ({"content": "x " * 50_000}, "cat <<EOF\n" + "y" * 100_000):
+        action = analyze_call(ToolCall("write", arguments))
+        assert deep_size(action) < 2_000
+        assert action.preview == _preview_defined("write", arguments)
 
 
 def test_a_call_under_a_name_that_is_no_str_is_previewed_with_it() -> None:

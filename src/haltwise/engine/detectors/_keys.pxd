@@ -13,14 +13,16 @@ from haltwise.engine.events cimport ToolCall, ToolResult
 
 cdef class ActionInfo:
     cdef readonly object key, name  # the tool's name as the driver gave it
-    cdef readonly str preview
+    cdef str _preview  # the preview (a property); what it is made from until it is made
     cdef readonly tuple echoes
     cdef readonly bint edit
+    cdef bint _made  # beside edit: the two fit in one word
 
 cdef class ResultInfo:
     cdef readonly object error
     cdef readonly bytes lines  # packed (_scan.line_hashes)
-    cdef readonly str preview
+    cdef str _preview  # as ActionInfo's
+    cdef bint _made
     cdef readonly bint echo_only
     # The hashes of the lines remembered as seen, in memory of its own: the exact ones in the
     # first ``mask + 1`` rows, the masked ones in as many after them. A hash is looked for from
@@ -125,8 +127,10 @@ cpdef object _json(object value, object option=*)
 cpdef object _shorten(object text, object limit=*)
 cpdef object folded(object text)
 cpdef object _cut(object text, object limit=*)
-@cython.locals(shown=str, first=Py_ssize_t)
 cpdef object _action_preview(object name, object arguments)
+cpdef str _shown(object arguments)
+@cython.locals(first=Py_ssize_t)
+cpdef str _preview_of(object name, str shown)
 cpdef object _head_tail(object items, object most)
 cpdef object _sample(object content)
 @cython.locals(changed=Py_ssize_t, index=Py_ssize_t, line=str)

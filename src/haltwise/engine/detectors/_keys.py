@@ -693,25 +693,37 @@ def result_fingerprint(
 class ActionInfo:
     """One tool call as detectors see it."""
 
-    __slots__ = ("echoes", "edit", "key", "name", "preview")
+    __slots__ = ("_made", "_preview", "echoes", "edit", "key", "name")
 
     def __init__(
         self,
         key: int,
         name: str,
-        preview: str,
+        preview: str | None,
         echoes: tuple[str, ...] = (),
         edit: bool = False,
+        shown: str = "",
     ) -> None:
         #: A hash of the canonical action (name and canonical arguments).
         self.key = key
         self.name = name
-        #: The action, shortened, for messages.
-        self.preview = preview
+        # The preview; or, until it is first asked for, what it is made from: ``shown``, what
+        # the call shows (``_shown``), which is short (``_MAY_WAIT``).
+        self._made = preview is not None
+        self._preview = shown if preview is None else preview
         #: The argument strings a result may merely repeat back ("No matches for 'x'").
         self.echoes = echoes
         #: Whether the call writes files (see ``is_edit``).
         self.edit = edit
+
+    @property
+    def preview(self) -> str:
+        """The action, shortened, for messages. Most calls never appear in one: it is made
+        when first asked for (two threads that ask at once make the same)."""
+        if not self._made:
+            self._preview = _preview_of(self.name, self._preview)
+            self._made = True
+        return self._preview
 
 
 #: A result's line hashes (``_line_hashes``): compiled, packed in bytes, 16 a line
@@ -725,15 +737,16 @@ class ResultInfo:
 
     # Interpreted, ``exact`` and ``masked`` hold the hashes of the lines remembered as seen
     # (``_remember``); compiled, a table in C does (``_keys.pxd``).
-    __slots__ = ("echo_only", "error", "exact", "lines", "masked", "preview")
+    __slots__ = ("_made", "_preview", "echo_only", "error", "exact", "lines", "masked")
 
     def __init__(
         self,
         lines: LineHashes,
         error: str | None,
-        preview: str,
+        preview: str | None,
         echo_only: bool = False,
         middle: LineHashes | None = None,
+        shown: str = "",
     ) -> None:
         #: For each distinct normalized line compared (at most ``MAX_LINES``): its hash, and
         #: the hash of the same line with every digit masked (``_line_hashes``).
@@ -743,10 +756,21 @@ class ResultInfo:
         _remember(self, lines, middle)
         #: The error class, or None when the call did not fail.
         self.error = error
-        #: The result, shortened, for messages.
-        self.preview = preview
+        # The preview; or, until it is first asked for, the head of the result's normalized
+        # lines (``shown``) it is made from.
+        self._made = preview is not None
+        self._preview = shown if preview is None else preview
         #: Whether the result only repeated the call's own arguments back (``echo hi``).
         self.echo_only = echo_only
+
+    @property
+    def preview(self) -> str:
+        """The result, shortened, for messages: its lines joined by spaces, cut. Made when first
+        asked for."""
+        if not self._made:
+            self._preview = _cut(self._preview.replace("\n", " "))
+            self._made = True
+        return self._preview
 
     def __dealloc__(self) -> None:  # compiled: the table goes with the result
         _forget(self)
@@ -797,18 +821,33 @@ def _cut(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
+    """A call's preview: what it shows (``_shown``), after its tool's name, folded and cut."""
+    return _preview_of(name, _shown(arguments))
+
+
+def _shown(arguments: Mapping[str, Any] | str) -> str:
+    """What a call shows in its preview: its command line; a mapping's one value; or the
+    mapping, as JSON."""
     if isinstance(arguments, str):
-        shown = arguments.strip()
-    elif len(arguments) == 1:
+        return arguments.strip()
+    if len(arguments) == 1:
         (value,) = arguments.values()
         if type(value) is str:
-            shown = value
-        else:  # a subclass of str (its characters, as a str), or any other value
-            shown = str.__str__(value) if isinstance(value, str) else _json(value).decode()
-    else:
-        shown = _json(arguments, _SORT).decode()
-    # A command line whose first word is the tool's name does not repeat it. (The word is
-    # found, not split off: no list or str is made of it.)
+            return value
+        # A subclass of str (its characters, as a str), or any other value.
+        return str.__str__(value) if isinstance(value, str) else _json(value).decode()
+    return _json(arguments, _SORT).decode()
+
+
+#: How long what a call or a result shows may be for its preview to wait until it is asked for
+#: (``ActionInfo.preview``): a longer text is shortened at once, rather than kept.
+_MAY_WAIT: Final = 4 * PREVIEW_CHARS
+
+
+def _preview_of(name: str, shown: str) -> str:
+    """The preview of a call that shows ``shown``: led by the tool's name unless its first word
+    is that name already, folded, cut."""
+    # The first word is found, not split off: no list or str is made of it.
     first = shown.find(" ")
     if first < 0:
         first = len(shown)
@@ -1031,12 +1070,14 @@ def _analyze_call(
     name: str, arguments: Mapping[str, Any] | str, ignored: frozenset[str]
 ) -> ActionInfo:
     canonical = canonical_arguments(arguments, ignored)
+    shown = _shown(arguments)
     return ActionInfo(
         hash((name, canonical)),
         name,
-        _action_preview(name, arguments),
+        None if len(shown) <= _MAY_WAIT else _preview_of(name, shown),
         _echoes(arguments),
         is_edit(name, arguments),
+        shown,
     )
 
 
@@ -1067,11 +1108,12 @@ def _analyze_result(
     return ResultInfo(
         _line_hashes(judged),
         error,
-        # Its lines are folded already, and masking left them so: joined by spaces, they are
-        # the text folded.
-        _cut(normalized[: PREVIEW_CHARS + 1].replace("\n", " ")),
+        # Made when first asked for, from the head of its lines: they are folded already, and
+        # masking left them so, so joined by spaces they are the text folded.
+        None,
         echo_only,
         _line_hashes(middle) if middle else None,
+        normalized[: PREVIEW_CHARS + 1],
     )
 
 
