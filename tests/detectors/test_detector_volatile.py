@@ -277,8 +277,9 @@ def test_the_scan_finds_the_spans_the_pattern_finds(text: str, rules: bool) -> N
         *("-abcd-1234-ef00-123456789abc", "abcdef0", "ABCDEF-", "f", "g", ":12<34:56", "m2s"),
         *("abCDEF1-abcd-1234-ef00-123456789abc", "ABCDEF1-abcd-1234-ef00-123456789abc"),
         *(" kB/s", "%", ".", "-", "", " x", "_", "=="),
-        # The first letter of every unit: a duration's, a rate's.
+        # The first letter of every unit: a duration's, a rate's; and each after a space.
         *("\tms", "us", "ns", "h", "it/s", "kB/s", "KiB/s", "MB/s", "GB/s", "B/s", "\tit/s"),
+        *(" ms", " us", " ns", " h", " it/s", " KiB/s", " MB/s", " GB/s", " B/s", "\th", " "),
     ],
 )
 def test_the_scan_finds_a_span_that_starts_inside_a_run_of_digits(run: str, after: str) -> None:

@@ -343,6 +343,7 @@ cdef inline bint _is_space(Py_UCS4 c) noexcept
 cdef inline Py_UCS4 _next(Text text, Index n, Index i) noexcept
 cdef inline bint _boundary(Text text, Index n, Index i) noexcept
 cdef Index _digits(Text text, Index n, Index i) noexcept
+@cython.locals(c=Py_UCS4)
 cdef inline bint _goes_on(Text text, Index n, Index run) noexcept
 @cython.locals(c=Py_UCS4)
 cdef inline bint _inert_run(Text text, Index n, Index run) noexcept

@@ -914,9 +914,14 @@ def _inert_run(text: str, n: int, run: int) -> bool:
 
 def _goes_on(text: str, n: int, run: int) -> bool:
     """Whether the run of digits that ends at ``run`` can go on with a branch that reads it to
-    its end (a duration, a rate, a progress bar, minutes): it meets a fraction's dot, a space
-    or a tab before a unit, a colon, or the first letter of a unit (of ASCII text: not µs)."""
-    return run < n and _char(text, run) in ". \t:munshikKMGB"
+    its end (a duration, a rate, a progress bar, minutes): it meets a fraction's dot, a colon,
+    or the first letter of a unit (of ASCII text: not µs), or a space or a tab and then one."""
+    if run >= n:
+        return False
+    c = _char(text, run)
+    if c == " " or c == "\t":
+        return run + 1 < n and _char(text, run + 1) in "munshikKMGB"
+    return c in ".:munshikKMGB"
 
 
 def _after_run(text: str, n: int, run: int) -> int:
