@@ -286,7 +286,7 @@ cdef inline str _fold(Text text, Index start, Index end, Index most):
         if data != <void*>line:
             PyMem_Free(data)
 
-@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, tmp=bint,
+@cython.locals(n=Index, i=Index, end=Index, c=Py_UCS4, tmp=bint, short=bint,
                digits_end=Index, hex_end=Index, duration=Index, after=Index, chars=Text)
 cpdef list spans(str text, bint rules)
 @cython.locals(lines=list, line=str, n=Index, begin=Index, end=Index, chars=Text)

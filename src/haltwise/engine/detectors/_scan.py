@@ -135,6 +135,13 @@ def spans(text: str, rules: bool) -> list[int]:
                 if _goes_on(chars, n, digits_end):
                     duration = _duration(chars, n, digits_end)
                     after = _after_run(chars, n, digits_end)
+            # Nor can any start here, short of a run of 7 digits or more (a hex id): every
+            # other branch from a digit reads on as a duration or the like, or needs the run to
+            # meet what ``_inert_run`` rules out.
+            short = digits_end - i < 7
+            if short and duration < 0 and after < 0 and _inert_run(chars, n, digits_end):
+                i = digits_end
+                continue
             if i >= hex_end:
                 hex_end = _hex_run(chars, n, i)
             end = _from_digit(chars, n, i, hex_end, duration, after)
