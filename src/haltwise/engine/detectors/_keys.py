@@ -831,11 +831,12 @@ def _shown(arguments: Mapping[str, Any] | str) -> str:
     if isinstance(arguments, str):
         return arguments.strip()
     if len(arguments) == 1:
-        (value,) = arguments.values()
-        if type(value) is str:
-            return value
-        # A subclass of str (its characters, as a str), or any other value.
-        return str.__str__(value) if isinstance(value, str) else _json(value).decode()
+        # Its one value (compiled, read from a dict itself, not through a view of it).
+        for value in arguments.values():
+            if type(value) is str:
+                return value
+            # A subclass of str (its characters, as a str), or any other value.
+            return str.__str__(value) if isinstance(value, str) else _json(value).decode()
     return _json(arguments, _SORT).decode()
 
 
