@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import re
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from haltwise.engine.detectors import _keys as keys
 from haltwise.engine.detectors import _scan as scan
 from haltwise.engine.detectors import (
     action_key,
@@ -531,6 +533,27 @@ def test_a_call_with_a_long_argument_keeps_only_its_preview() -> None:
         action = analyze_call(ToolCall("write", arguments))
         assert deep_size(action) < 2_000
         assert action.preview == _preview_defined("write", arguments)
+
+
+def test_a_preview_is_made_under_its_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Made from what the call shows, which it then replaces: a thread that found it unmade must
+    # not make it again from a preview another just made ("bash -c" would be led twice). The
+    # lock is taken to make it, and whether it is made is asked again under it.
+    if scan.COMPILED:
+        pytest.skip("compiled, the preview is made by a call in C, which no patch replaces")
+    made: list[bool] = []
+    make = keys._preview_of
+
+    def watched(name: str, shown: str) -> str:
+        made.append(keys._making.locked())
+        return make(name, shown)
+
+    monkeypatch.setattr(keys, "_preview_of", watched)
+    action = analyze_call(ToolCall("bash -c", {"command": "echo 1"}))
+    with ThreadPoolExecutor(4) as pool:
+        seen = set(pool.map(lambda _: action.preview, range(16)))
+    assert seen == {"bash -c echo 1"}
+    assert made == [True]
 
 
 def test_a_call_under_a_name_that_is_no_str_is_previewed_with_it() -> None:

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -690,6 +691,12 @@ def result_fingerprint(
 # The analysis of one event, shared by every detector that looks at it
 
 
+#: Held while a preview is made from what it shows (``ActionInfo.preview``), which it then
+#: replaces: a thread that saw it unmade must not read it half way (a result shared by the
+#: governors of a fleet may be asked for in two at once).
+_making = threading.Lock()
+
+
 class ActionInfo:
     """One tool call as detectors see it."""
 
@@ -719,10 +726,12 @@ class ActionInfo:
     @property
     def preview(self) -> str:
         """The action, shortened, for messages. Most calls never appear in one: it is made
-        when first asked for (two threads that ask at once make the same)."""
+        when first asked for, once (``_making``)."""
         if not self._made:
-            self._preview = _preview_of(self.name, self._preview)
-            self._made = True
+            with _making:
+                if not self._made:
+                    self._preview = _preview_of(self.name, self._preview)
+                    self._made = True
         return self._preview
 
 
@@ -768,8 +777,10 @@ class ResultInfo:
         """The result, shortened, for messages: its lines joined by spaces, cut. Made when first
         asked for."""
         if not self._made:
-            self._preview = _cut(self._preview.replace("\n", " "))
-            self._made = True
+            with _making:
+                if not self._made:
+                    self._preview = _cut(self._preview.replace("\n", " "))
+                    self._made = True
         return self._preview
 
     def __dealloc__(self) -> None:  # compiled: the table goes with the result
