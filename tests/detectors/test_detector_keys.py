@@ -37,7 +37,6 @@ from haltwise.engine.detectors._keys import (
     TAIL_CHARS,
     LineHashes,
     ResultInfo,
-    _action_preview,
     _analyze_result,
     _cut,
     _distinct,
@@ -47,9 +46,11 @@ from haltwise.engine.detectors._keys import (
     _last_exception_name,
     _line_hashes,
     _numbers_masked,
+    _preview_of,
     _quoted,
     _sample,
     _shorten,
+    _shown,
     analyze_call,
     analyze_result,
 )
@@ -508,7 +509,7 @@ def test_a_call_is_previewed_with_its_name_unless_it_starts_with_it(
         "two": {"command": command, "cwd": "/work"},
         "number": {"n": 12},
     }[form]
-    preview = _action_preview(name, arguments)
+    preview = _preview_of(name, _shown(arguments))
     assert preview == _preview_defined(name, arguments)
     assert type(preview) is str
     # A call's analysis makes it when first asked for (or at once, from a long text): the same.
@@ -558,7 +559,7 @@ def test_a_preview_is_made_under_its_lock(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_a_call_under_a_name_that_is_no_str_is_previewed_with_it() -> None:
     # Governor.handle refuses such a call; the analysis, called directly, must not raise.
-    assert _action_preview(7, {"command": "7 up"}) == "7 7 up"  # type: ignore[arg-type]
+    assert _preview_of(7, _shown({"command": "7 up"})) == "7 7 up"  # type: ignore[arg-type]
 
 
 @given(st.one_of(st.text(), st.text(alphabet="abcXYZ_-09 \u00e9\u0130").map(_Text)))

@@ -831,11 +831,6 @@ def _cut(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _action_preview(name: str, arguments: Mapping[str, Any] | str) -> str:
-    """A call's preview: what it shows (``_shown``), after its tool's name, folded and cut."""
-    return _preview_of(name, _shown(arguments))
-
-
 def _shown(arguments: Mapping[str, Any] | str) -> str:
     """What a call shows in its preview: its command line; a mapping's one value; or the
     mapping, as JSON."""
@@ -851,8 +846,9 @@ def _shown(arguments: Mapping[str, Any] | str) -> str:
     return _json(arguments, _SORT).decode()
 
 
-#: How long what a call or a result shows may be for its preview to wait until it is asked for
-#: (``ActionInfo.preview``): a longer text is shortened at once, rather than kept.
+#: How long what a call shows may be for its preview to wait until it is asked for
+#: (``ActionInfo.preview``): a longer text is shortened at once, rather than kept. (A result's
+#: waits on the head of its lines, which is never longer than a preview and one character.)
 _MAY_WAIT: Final = 4 * PREVIEW_CHARS
 
 
