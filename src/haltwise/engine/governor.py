@@ -1222,71 +1222,51 @@ class Governor:
 
     def _install(self, limits: Limit, *, keep_slots: bool = False) -> None:
         self._limits = limits
-        self._leaves: tuple[Leaf, ...] = tuple(dict.fromkeys(limits.leaves()))
-        slots = {}
-        for leaf in self._leaves:
-            tally = self._session if leaf.scope == "session" else self._run
-            slot = self._slots.get(leaf) if keep_slots else None
+        self._blueprint = blueprint = _blueprint_of(limits)
+        self._leaves: tuple[Leaf, ...] = blueprint.leaves
+        kept = self._slots
+        slots: list[Slot] = []
+        for leaf in blueprint.leaves:
+            slot = kept.get(leaf) if keep_slots else None
             if slot is None:
-                slot = Slot(tally, leaf.warn_at is not None)
-                slot.state = leaf.new_state()
-            slots[leaf] = slot
-        self._slots = slots
-        #: The run-scoped limits' slots, which every run starts afresh.
-        self._run_slots = tuple((leaf, slots[leaf]) for leaf in self._leaves if leaf.scope == "run")
-        contexts: list[tuple[Limit, dict[Leaf, Slot], Context]] = [(limits, slots, self)]
-        contexts += [(phase.limits, phase.slots, phase) for phase in self._phases]
-        self._needs_prices = any(
-            leaf.reason == "cost_limit" for limit, _, _ in contexts for leaf in limit.leaves()
-        )
-        full: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
-        fast: dict[type, tuple[list[_Check], list[_Check]]] = {t: ([], []) for t in ALL_EVENTS}
-        allowing: list[tuple[Leaf, Slot, Context]] = []
-        deadlines: list[tuple[Leaf, Slot, Context]] = []
-        shared: dict[type, list[_Shared]] = {t: [] for t in ALL_EVENTS}
-        for limit, owned, ctx in contexts:
-            for member in limit.members():
-                if isinstance(member, Leaf) and not member.enforced:
-                    continue
-                slot = owned.get(member) if isinstance(member, Leaf) else None
-                before = member.pre_events
-                if isinstance(member, Leaf) and member.share is not None and slot is not None:
-                    # Checked by the ledger, in one step with every governor sharing its key.
-                    for event_type in before:
-                        shared[event_type].append((member, slot, ctx))
-                    continue
-                # A plain time limit (no soft threshold, not in shadow) has nothing to say
-                # before its deadline: it is left out of the tables until then.
-                timer = (
-                    isinstance(member, Leaf)
-                    and slot is not None
-                    and member.reason == "time_limit"
-                    and not member.shadow
-                    and member.warn_at is None
+                slot = Slot(
+                    self._session if leaf.scope == "session" else self._run,
+                    leaf.warn_at is not None,
                 )
-                # Each event type's table gets the check once, whatever order they are named in.
-                after: Collection[EventType] = member.post_events
-                if member.warn_at is not None:
-                    after = {*after, *before}
-                pre_check = (member, slot, ctx, member.pre)
-                post_check = (member, slot, ctx, member.post)
-                for table in (full,) if timer else (full, fast):
-                    for event_type in before:
-                        table[event_type][0].append(pre_check)
-                    for event_type in after:
-                        table[event_type][1].append(post_check)
-                if isinstance(member, Leaf) and slot is not None and not member.shadow:
-                    if member.allows:
-                        allowing.append((member, slot, ctx))
-                    if member.reason == "time_limit":
-                        deadlines.append((member, slot, ctx))
-        self._full_tables = {t: (tuple(pre), tuple(post)) for t, (pre, post) in full.items()}
-        self._fast_tables = {t: (tuple(pre), tuple(post)) for t, (pre, post) in fast.items()}
-        self._allowing = tuple(allowing)
-        self._deadlines = tuple(deadlines)
-        self._shared_checks = {t: tuple(checks) for t, checks in shared.items() if checks}
-        self._shared_turn = self._shared_checks.get(TurnStarting, ())
-        self._shared_request = self._shared_checks.get(ModelRequest, ())
+                slot.state = leaf.new_state()
+            slots.append(slot)
+        self._slots = dict(zip(blueprint.leaves, slots, strict=True))
+        #: The run-scoped limits' slots, which every run starts afresh.
+        self._run_slots = tuple(
+            (blueprint.leaves[index], slots[index]) for index in blueprint.run_scoped
+        )
+        contexts: list[_Binding] = [(blueprint, slots, self, [None] * blueprint.count)]
+        for phase in self._phases:
+            owned = _blueprint_of(phase.limits)
+            phase_slots = [phase.slots[leaf] for leaf in owned.leaves]
+            contexts.append((owned, phase_slots, phase, [None] * owned.count))
+        self._needs_prices = any(owned.needs_prices for owned, _, _, _ in contexts)
+        none = (_NO_CHECKS, _NO_CHECKS)
+        full = dict.fromkeys(ALL_EVENTS, none)
+        fast = dict.fromkeys(ALL_EVENTS, none)
+        shared: dict[type, tuple[tuple[Leaf, Slot, Context], ...]] = {}
+        for owned, _, _, _ in contexts:
+            for event_type in owned.checks:
+                if full[event_type] is none:
+                    pre, fast_pre = _bound_checks(contexts, event_type, _PRE)
+                    post, fast_post = _bound_checks(contexts, event_type, _POST)
+                    full[event_type] = (pre, post)
+                    fast[event_type] = (fast_pre, fast_post)
+            for key in owned.limits:
+                if key in ALL_EVENTS and key not in shared:
+                    shared[key] = _bound_limits(contexts, key)
+        self._full_tables = full
+        self._fast_tables = fast
+        self._allowing = _bound_limits(contexts, _ALLOWING)
+        self._deadlines = _bound_limits(contexts, _DEADLINES)
+        self._shared_checks = shared
+        self._shared_turn = shared.get(TurnStarting, ())
+        self._shared_request = shared.get(ModelRequest, ())
         self._set_due()
 
     def _set_due(self) -> None:
@@ -1373,6 +1353,168 @@ def _check_price(model: str, cost: int) -> None:
             dollars(cost),
             f"a cost from $0 to ${MAX_CALL_DOLLARS:,}: check the model's prices",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# How a limit expression is installed
+
+
+#: A blueprint's tables of checks for an event type (``_Blueprint.checks``): before and after
+#: the event with every limit (full), then the same with the plain time limits left out until
+#: their deadline (fast); a fast table with no limit left out is its full table itself.
+_PRE, _POST = range(2)
+_FAST = 2
+#: Keys of ``_Blueprint.limits`` other than the event types (whose entries are the shared
+#: checks): the limits that can lower a request's ``max_tokens``, and the time limits.
+_ALLOWING = "allowing"
+_DEADLINES = "deadlines"
+#: A check as a blueprint holds it, for any governor: the limit, the index of its slot among the
+#: blueprint's leaves (-1 for a group, which has none), its bound ``pre`` or ``post``, and its
+#: own index among the blueprint's checks.
+_Unbound = tuple[Limit, int, Callable[..., Any], int]
+#: A blueprint bound in ``_install``: the slots of its leaves, in order, the context, and the
+#: checks made so far, by their index (one check of a limit's ``post`` serves each event type
+#: it follows).
+_Binding = tuple["_Blueprint", list[Slot], Context, list["_Check | None"]]
+_NO_CHECKS: tuple[Any, ...] = ()
+
+
+class _Blueprint:
+    """What installing a limit expression makes of it, the same for every governor: its
+    distinct leaves, and its checks with an index into those leaves where a governor puts the
+    leaf's slot (``_install`` binds them to its slots and context). A limit expression is a
+    value, never changed once made, so its blueprint is made once and kept (``_blueprint_of``):
+    a governor made for each run then walks its members only at the first."""
+
+    __slots__ = ("checks", "count", "hot_source", "leaves", "limits", "needs_prices", "run_scoped")
+
+    def __init__(self, limit: Limit) -> None:
+        index: dict[Leaf, int] = {}
+        for leaf in limit.leaves():
+            index.setdefault(leaf, len(index))
+        self.leaves = tuple(index)
+        #: The indices of the run-scoped leaves, whose slots every run starts afresh.
+        self.run_scoped = tuple(at for leaf, at in index.items() if leaf.scope == "run")
+        self.needs_prices = any(leaf.reason == "cost_limit" for leaf in self.leaves)
+        checks: dict[type, tuple[list[_Unbound], ...]] = {}
+        count = 0
+        limits: dict[object, list[tuple[Leaf, int]]] = {}
+        for member in limit.members():
+            at = -1
+            if isinstance(member, Leaf):
+                if not member.enforced:
+                    continue
+                at = index[member]
+            before = member.pre_events
+            if isinstance(member, Leaf) and member.share is not None:
+                # Checked by the ledger, in one step with every governor sharing its key.
+                for event_type in before:
+                    limits.setdefault(event_type, []).append((member, at))
+                continue
+            # A plain time limit (no soft threshold, not in shadow) has nothing to say before
+            # its deadline: it is left out of the fast tables until then.
+            timer = (
+                isinstance(member, Leaf)
+                and member.reason == "time_limit"
+                and not member.shadow
+                and member.warn_at is None
+            )
+            # Each event type's table gets the check once, whatever order they are named in.
+            after: Collection[EventType] = member.post_events
+            if member.warn_at is not None:
+                after = {*after, *before}
+            pre = (member, at, member.pre, count)
+            post = (member, at, member.post, count + 1)
+            count += 2
+            for events, which, check in ((before, _PRE, pre), (after, _POST, post)):
+                for event_type in events:
+                    tables = checks.setdefault(event_type, ([], [], [], []))
+                    tables[which].append(check)
+                    if not timer:
+                        tables[_FAST + which].append(check)
+            if isinstance(member, Leaf) and not member.shadow:
+                if member.allows:
+                    limits.setdefault(_ALLOWING, []).append((member, at))
+                if member.reason == "time_limit":
+                    limits.setdefault(_DEADLINES, []).append((member, at))
+        #: By event type, its four tables of checks (``_PRE``, ``_POST``, then each
+        #: ``_FAST``).
+        self.checks: dict[type, tuple[tuple[_Unbound, ...], ...]] = {}
+        for event_type, (full_pre, full_post, fast_pre, fast_post) in checks.items():
+            before_all, after_all = tuple(full_pre), tuple(full_post)
+            self.checks[event_type] = (
+                before_all,
+                after_all,
+                before_all if fast_pre == full_pre else tuple(fast_pre),
+                after_all if fast_post == full_post else tuple(fast_post),
+            )
+        #: By event type, the shared limits checked before it; and ``_ALLOWING``,
+        #: ``_DEADLINES``.
+        self.limits = {key: tuple(members) for key, members in limits.items()}
+        #: How many checks there are (``_Unbound``'s last item is below it).
+        self.count = count
+        #: The source ``hotpath.compile_handlers`` writes for a governor of these limits alone
+        #: (no phase, no parent, no shared budget), once it has.
+        self.hot_source: str | None = None
+
+
+#: The blueprints made, by the id of the limit expression each is for, kept with that expression
+#: (an id names one object only while it lives); past ``_BLUEPRINTS_KEPT`` the oldest is
+#: forgotten.
+_blueprints: dict[int, tuple[Limit, _Blueprint]] = {}
+_BLUEPRINTS_KEPT = 256
+
+
+def _blueprint_of(limit: Limit) -> _Blueprint:
+    """``limit``'s blueprint, made at its first install."""
+    kept = _blueprints.get(id(limit))
+    if kept is not None and kept[0] is limit:
+        return kept[1]
+    blueprint = _Blueprint(limit)
+    if len(_blueprints) >= _BLUEPRINTS_KEPT:
+        # Governors made in other threads may change the blueprints between the two steps:
+        # the oldest is then left for the next time.
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):
+            del _blueprints[next(iter(_blueprints))]
+    _blueprints[id(limit)] = (limit, blueprint)
+    return blueprint
+
+
+def _bound_checks(
+    contexts: list[_Binding], event_type: type, which: int
+) -> tuple[tuple[_Check, ...], tuple[_Check, ...]]:
+    """The full and the fast table of checks ``which`` (``_PRE``, ``_POST``) for
+    ``event_type``: each context's blueprint's, bound to its slots and to the context, in
+    order. The fast one is the full one itself where no blueprint leaves a limit out of it."""
+    full = _bind(contexts, event_type, which)
+    for blueprint, _, _, _ in contexts:
+        tables = blueprint.checks.get(event_type)
+        if tables is not None and tables[_FAST + which] is not tables[which]:
+            return full, _bind(contexts, event_type, _FAST + which)
+    return full, full
+
+
+def _bind(contexts: list[_Binding], event_type: type, table: int) -> tuple[_Check, ...]:
+    bound: list[_Check] = []
+    for blueprint, slots, ctx, made in contexts:
+        tables = blueprint.checks.get(event_type)
+        if tables is not None:
+            for member, at, method, index in tables[table]:
+                check = made[index]
+                if check is None:
+                    check = made[index] = (member, None if at < 0 else slots[at], ctx, method)
+                bound.append(check)
+    return tuple(bound) if bound else _NO_CHECKS
+
+
+def _bound_limits(contexts: list[_Binding], key: object) -> tuple[tuple[Leaf, Slot, Context], ...]:
+    """The limits each context's blueprint keeps under ``key``, bound to its slots and
+    context."""
+    bound: list[tuple[Leaf, Slot, Context]] = []
+    for blueprint, slots, ctx, _ in contexts:
+        for member, at in blueprint.limits.get(key, _NO_CHECKS):
+            bound.append((member, slots[at], ctx))
+    return tuple(bound) if bound else _NO_CHECKS
 
 
 def _count(number: int, noun: str) -> str:

@@ -72,8 +72,12 @@ def compile_handlers(governor: Governor) -> dict[type, Handler]:
     plan = _Plan(governor)
     handlers: dict[type, Handler] = {}
     if plan.written:
+        # Written once for governors of the same limits: it is read from them alone.
+        blueprint = governor._blueprint
+        if blueprint.hot_source is None:
+            blueprint.hot_source = plan.source()
         namespace: dict[str, Any] = {}
-        exec(_compiled(plan.source()), namespace)  # our own source, written from our limits
+        exec(_compiled(blueprint.hot_source), namespace)  # our own source, from our limits
         written: tuple[Handler, ...] = namespace["build"](*plan.arguments())
         handlers.update(zip(plan.written, written, strict=True))
     request = None if ModelRequest in plan.written else plan.events.get(ModelRequest)
