@@ -1386,7 +1386,16 @@ class _Blueprint:
     value, never changed once made, so its blueprint is made once and kept (``_blueprint_of``):
     a governor made for each run then walks its members only at the first."""
 
-    __slots__ = ("checks", "count", "hot_source", "leaves", "limits", "needs_prices", "run_scoped")
+    __slots__ = (
+        "checks",
+        "count",
+        "hot_events",
+        "hot_source",
+        "leaves",
+        "limits",
+        "needs_prices",
+        "run_scoped",
+    )
 
     def __init__(self, limit: Limit) -> None:
         index: dict[Leaf, int] = {}
@@ -1453,8 +1462,10 @@ class _Blueprint:
         self.limits = {key: tuple(members) for key, members in limits.items()}
         #: How many checks there are (``_Unbound``'s last item is below it).
         self.count = count
-        #: The source ``hotpath.compile_handlers`` writes for a governor of these limits alone
-        #: (no phase, no parent, no shared budget), once it has.
+        #: What ``hotpath.compile_handlers`` found and wrote for a governor of these limits
+        #: alone (no phase, no parent, no shared budget), once it has: the events that get
+        #: handlers of their own, and the source of those it writes.
+        self.hot_events: tuple[type, ...] | None = None
         self.hot_source: str | None = None
 
 

@@ -72,7 +72,7 @@ def compile_handlers(governor: Governor) -> dict[type, Handler]:
     plan = _Plan(governor)
     handlers: dict[type, Handler] = {}
     if plan.written:
-        # Written once for governors of the same limits: it is read from them alone.
+        # Written once for governors of the same limits, as it is written from them alone.
         blueprint = governor._blueprint
         if blueprint.hot_source is None:
             blueprint.hot_source = plan.source()
@@ -120,19 +120,27 @@ class _Plan:
         if governor._parent is not None or governor._phases or governor._shared_checks:
             return
         tables = governor._fast_tables
-        for event_type, before in _BEFORE.items():
+        # Which events get a handler depends on the limits alone: found once for them.
+        blueprint = governor._blueprint
+        if blueprint.hot_events is None:
+            blueprint.hot_events = tuple(
+                event_type
+                for event_type, before in _BEFORE.items()
+                if all(_inlined(check, before, governor) for check in tables[event_type][0])
+                and all(
+                    _inlined(check, _AFTER.get(event_type, ()), governor)
+                    for check in tables[event_type][1]
+                )
+            )
+        for event_type in blueprint.hot_events:
             pre, post = tables[event_type]
-            after = _AFTER.get(event_type, ())
-            if all(_inlined(check, before, governor) for check in pre) and all(
-                _inlined(check, after, governor) for check in post
-            ):
-                self.events[event_type] = (pre, post)
-                if event_type in _WRITTEN:
-                    self.written[event_type] = (pre, post)
-                    for _, slot, _, _ in (*pre, *post):
-                        assert slot is not None
-                        if slot not in self.slots:
-                            self.slots.append(slot)
+            self.events[event_type] = (pre, post)
+            if event_type in _WRITTEN:
+                self.written[event_type] = (pre, post)
+                for _, slot, _, _ in (*pre, *post):
+                    assert slot is not None
+                    if slot not in self.slots:
+                        self.slots.append(slot)
 
     def checks(self, checks: tuple[_Check, ...]) -> tuple[Check, ...]:
         """``checks`` as the dispatch's LLM-call handlers run them."""
