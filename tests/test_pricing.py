@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from datetime import date, datetime, time, timezone
@@ -338,6 +340,286 @@ def test_dated_prices_are_cached_until_the_next_start_date() -> None:
         ),
     ]
     assert pricing._plan_for(calc, datetime(2030, 5, 1, tzinfo=timezone.utc)) is None
+
+
+# --- the cache on disk ------------------------------------------------------------------------
+
+#: Names of every kind of resolution: flat, tiered, priced by calc_price (time of day), unknown.
+_KINDS = ["gpt-4o", "openrouter/google/gemini-3-pro-preview", "deepseek-chat", "no-such-model"]
+_USAGES = [(0, 0, 0, 0), (1_000, 200, 300, 100), (250_000, 9_000, 10_000, 0), (7, 0, 0, 7)]
+
+
+def _kept(folder: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((folder / "prices.json").read_text())
+    return data
+
+
+def _cache(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
+    monkeypatch.setenv("HALTWISE_CACHE_DIR", str(folder))
+    return folder
+
+
+def test_what_a_name_resolved_to_is_kept_on_disk_and_prices_the_same(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    first = Prices()
+    costs = {
+        m: [
+            first.cost(
+                m, input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_write_tokens=w
+            )
+            for i, o, r, w in _USAGES
+        ]
+        for m in _KINDS
+    }
+    kinds = {name: entry["kind"] for name, entry in _kept(folder)["entries"].items()}
+    assert kinds == {
+        "gpt-4o": "plan",
+        "openrouter/google/gemini-3-pro-preview": "plan",
+        "deepseek-chat": "calc",
+        "no-such-model": "unknown",
+    }
+    calc_calls.clear()
+    second = Prices()
+    for model in _KINDS:
+        again = [
+            second.cost(
+                model, input_tokens=i, output_tokens=o, cache_read_tokens=r, cache_write_tokens=w
+            )
+            for i, o, r, w in _USAGES
+        ]
+        # The very Decimals: the same digits, not only the same values.
+        assert [str(cost) for cost in again] == [str(cost) for cost in costs[model]]
+        assert second.price_source(model) == first.price_source(model)
+        assert second.worst_units(model, 300_000, 8_000) == first.worst_units(model, 300_000, 8_000)
+    assert second.flat_units == first.flat_units
+    # Only the price genai-prices computes at each call asked it again.
+    assert set(calc_calls) == {"deepseek-chat"}
+
+
+def test_a_process_that_prices_only_models_kept_never_imports_genai_prices(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _cache(monkeypatch, tmp_path)
+    script = (
+        "import sys\n"
+        "from haltwise.pricing import Prices\n"
+        "prices = Prices()\n"
+        "cost = prices.cost('gpt-4o', input_tokens=1_000, output_tokens=50)\n"
+        "print(cost, prices.knows('no-such-model'), 'genai_prices' in sys.modules)\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    assert [run.stdout.split() for run in runs] == [
+        ["0.0030", "False", "True"],
+        ["0.0030", "False", "False"],
+    ]
+
+
+def test_a_file_of_other_genai_prices_files_is_not_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    Prices().cost("gpt-4o", input_tokens=1, output_tokens=1)
+    data = _kept(folder)
+    data["source"][2] += 1  # the data's size, as another release of genai-prices would have it
+    data["entries"]["gpt-4o"]["flat"] = [[0, "1000"], [1, "1000"]]
+    (folder / "prices.json").write_text(json.dumps(data))
+    calc_calls.clear()
+    assert Prices().cost("gpt-4o", input_tokens=1_000, output_tokens=50) == Decimal("0.003")
+    assert calc_calls  # looked up again
+    assert _kept(folder)["source"] == pricing._DiskCache.open().source  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"not json at all",
+        b"[1, 2, 3]",
+        b'{"source": 7, "entries": 7}',
+        "{entry: 7}",
+        '{entry: {"kind": "plan", "flat": [[9, "1"]], "tiered": [], "zero": "0", '
+        '"sub_read": false, "sub_write": false, "expires": null, "origin": "x"}}',
+        '{entry: {"kind": "plan", "flat": [[0, "-1"]], "tiered": [], "zero": "0", '
+        '"sub_read": false, "sub_write": false, "expires": null, "origin": "x"}}',
+        '{entry: {"kind": "plan", "flat": [[0, "NaN"]], "tiered": [], "zero": "0", '
+        '"sub_read": false, "sub_write": false, "expires": "soon", "origin": "x"}}',
+        '{entry: {"kind": "plan", "flat": [[0, 1.5]]}}',
+        '{entry: {"kind": "calc", "ref": 3, "provider_id": null, "origin": "x"}}',
+        '{entry: {"kind": "free"}}',
+    ],
+)
+def test_a_damaged_file_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, damage: bytes | str
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    expected = Prices().cost("gpt-4o", input_tokens=1_000, output_tokens=50)
+    if isinstance(damage, str):
+        data = _kept(folder)
+        text = damage.replace("entry", '"gpt-4o"')
+        data["entries"] = json.loads(text)
+        damage = json.dumps(data).encode()
+    (folder / "prices.json").write_bytes(damage)
+    prices = Prices()
+    assert prices.cost("gpt-4o", input_tokens=1_000, output_tokens=50) == expected
+    assert prices.price_source("gpt-4o") == "genai-prices: provider 'openai', model 'gpt-4o'"
+    assert _kept(folder)["entries"]["gpt-4o"]["kind"] == "plan"  # written anew
+
+
+def test_a_cache_folder_that_cannot_be_made_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    _cache(monkeypatch, tmp_path / "a-file" / "cache")
+    prices = Prices()
+    assert prices.cost("gpt-4o", input_tokens=1_000, output_tokens=50) == Decimal("0.003")
+    assert prices.knows("gpt-4o")
+    assert list(tmp_path.iterdir()) == [tmp_path / "a-file"]
+
+
+def test_a_plan_kept_past_its_date_is_resolved_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    Prices().cost("gpt-4o", input_tokens=1, output_tokens=1)
+    data = _kept(folder)
+    data["entries"]["gpt-4o"]["expires"] = 1.0  # 1970
+    data["entries"]["gpt-4o"]["flat"] = [[0, "1000"], [1, "1000"]]
+    (folder / "prices.json").write_text(json.dumps(data))
+    calc_calls.clear()
+    assert Prices().cost("gpt-4o", input_tokens=1_000, output_tokens=50) == Decimal("0.003")
+    assert calc_calls
+    assert _kept(folder)["entries"]["gpt-4o"]["expires"] is None
+
+
+def test_prices_updated_in_the_process_are_neither_read_nor_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
+) -> None:
+    from genai_prices import data_snapshot
+
+    folder = _cache(monkeypatch, tmp_path)
+    Prices().cost("gpt-4o", input_tokens=1, output_tokens=1)
+    bundled = data_snapshot.get_snapshot()
+    updated = data_snapshot.DataSnapshot(providers=bundled.providers, from_auto_update=True)
+    monkeypatch.setattr(data_snapshot, "_custom_snapshot", updated)
+    calc_calls.clear()
+    prices = Prices()
+    prices.cost("gpt-4o", input_tokens=1, output_tokens=1)
+    prices.cost("gpt-4o-mini", input_tokens=1, output_tokens=1)
+    assert "gpt-4o" in calc_calls  # from the updated data, not from the file
+    assert set(_kept(folder)["entries"]) == {"gpt-4o"}
+
+
+def test_a_name_looked_up_while_the_prices_were_updated_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from genai_prices import data_snapshot
+
+    folder = _cache(monkeypatch, tmp_path)
+    Prices().knows("gpt-4o")
+    lookup = Prices._genai_lookup
+
+    def updated_meanwhile(prices: Prices, name: str) -> Any:
+        bundled = data_snapshot.get_snapshot()
+        updated = data_snapshot.DataSnapshot(providers=bundled.providers, from_auto_update=True)
+        monkeypatch.setattr(data_snapshot, "_custom_snapshot", updated)
+        return lookup(prices, name)
+
+    monkeypatch.setattr(Prices, "_genai_lookup", updated_meanwhile)
+    assert Prices().knows("gpt-4o-mini")
+    assert set(_kept(folder)["entries"]) == {"gpt-4o"}
+
+
+def test_clear_cache_leaves_the_file_aside(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
+) -> None:
+    _cache(monkeypatch, tmp_path)
+    Prices().cost("gpt-4o", input_tokens=1, output_tokens=1)
+    prices = Prices()
+    prices.cost("gpt-4o", input_tokens=1, output_tokens=1)
+    calc_calls.clear()
+    prices.clear_cache()  # as after genai_prices.UpdatePrices
+    prices.cost("gpt-4o", input_tokens=1, output_tokens=1)
+    assert calc_calls
+
+
+def test_a_users_own_prices_are_never_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    prices = Prices(
+        {"gpt-4o": {"input": "1", "output": "1"}, "mine": {"input": "2", "output": "2"}}
+    )
+    for model in ("gpt-4o", "mine", "azure/mine", "gpt-4o-mini"):
+        prices.cost(model, input_tokens=1, output_tokens=1)
+    assert set(_kept(folder)["entries"]) == {"gpt-4o-mini"}
+    assert Prices().cost("gpt-4o", input_tokens=1_000, output_tokens=50) == Decimal("0.003")
+
+
+def test_undated_resolutions_are_kept_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    assert Prices().knows("deepseek-chat")
+    assert not Prices(undated=True).knows("deepseek-chat")
+    assert Prices().knows("deepseek-chat")
+    entries = _kept(folder)["entries"]
+    assert entries["deepseek-chat"]["kind"] == "calc"
+    assert entries["undated:deepseek-chat"]["kind"] == "unknown"
+
+
+def test_what_another_process_wrote_meanwhile_is_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    mine = Prices()
+    mine.knows("gpt-4o")  # opens the file, and writes gpt-4o
+    script = "from haltwise.pricing import Prices; Prices().knows('gpt-4o-mini')"
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert set(_kept(folder)["entries"]) == {"gpt-4o", "gpt-4o-mini"}
+    mine.knows("o3")  # writes o3, with what the other process wrote since
+    assert set(_kept(folder)["entries"]) == {"gpt-4o", "gpt-4o-mini", "o3"}
+
+
+def test_the_threads_sharing_a_prices_share_its_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _cache(monkeypatch, tmp_path)
+    opened: list[str] = []
+    real = pricing._DiskCache.open
+    both = threading.Barrier(2, timeout=0.5)  # met only if two threads open it at once
+
+    def slow_open() -> pricing._DiskCache | None:
+        opened.append(threading.current_thread().name)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both.wait()
+        return real()
+
+    monkeypatch.setattr(pricing._DiskCache, "open", staticmethod(slow_open))
+    prices = Prices()
+    threads = [threading.Thread(target=prices.knows, args=(name,)) for name in ("o3", "gpt-4o")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(opened) == 1
+
+
+def test_threads_that_resolve_at_once_write_a_whole_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    names = ["openai/gpt-4o", "azure/gpt-4o", "gpt-4o-mini", "gpt-4.1", "o3", "o4-mini"]
+    prices = Prices()
+    threads = [threading.Thread(target=prices.knows, args=(name,)) for name in names * 3]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(_kept(folder)["entries"]) == set(names)
 
 
 # --- names ------------------------------------------------------------------------------------

@@ -281,8 +281,17 @@ _PARSERS: dict[str, Any] = {
 
 #: Environment variable -> setting.
 ENVIRONMENT: dict[str, str] = {f"HALTWISE_{name.upper()}": name for name in _PARSERS}
-#: Variables the agent's faces read themselves (the store's file, the model): not limit settings.
-FACE_VARIABLES = frozenset({"HALTWISE_STORE", "HALTWISE_MODEL"})
+#: Variables other parts of haltwise read themselves, not settings: the agent's store and model,
+#: the pure build (``_compiled``), the dashboard's token, the folder of cached prices.
+OTHER_VARIABLES = frozenset(
+    {
+        "HALTWISE_STORE",
+        "HALTWISE_MODEL",
+        "HALTWISE_PURE",
+        "HALTWISE_DASHBOARD_TOKEN",
+        "HALTWISE_CACHE_DIR",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,7 +307,7 @@ def settings_from_env(
     changes: dict[str, Any] = {}
     sources: dict[str, str] = dict(base.sources) if base else {}
     for variable, raw in environ.items():
-        if not variable.startswith("HALTWISE_") or variable in FACE_VARIABLES:
+        if not variable.startswith("HALTWISE_") or variable in OTHER_VARIABLES:
             continue
         name = ENVIRONMENT.get(variable)
         if name is None:

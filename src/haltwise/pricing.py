@@ -17,18 +17,30 @@ same arithmetic as genai-prices and so the very same ``Decimal``; before it is t
 arithmetic is checked against ``genai_prices.calc_price`` on a few sample usages, and models whose
 prices it cannot reproduce (per-request fees, time-of-day prices) keep calling ``calc_price``.
 Money is ``Decimal`` USD throughout, never ``float``.
+
+What a model name resolves to in genai-prices is also kept on disk, in ``prices.json`` under
+``$HALTWISE_CACHE_DIR`` (by default ``$XDG_CACHE_HOME/haltwise``, or ``~/.cache/haltwise``), for
+the genai-prices files installed and this module's own: a process that prices only models
+resolved before never imports genai-prices, which takes some 0.15 s (``_DiskCache``). It holds
+nothing a user gave, and a file that cannot be read or written is passed over.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import os
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Final, TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .engine.errors import InvalidValueError
 from .engine.pricing import dollars, units
@@ -381,7 +393,9 @@ class _Calc:
         return None if plain is None or written is None else max(plain, written)
 
 
-_Resolved: TypeAlias = _Unknown | _UserRate | _Plan | _Calc
+#: What a name resolves to in genai-prices (what ``_DiskCache`` keeps), and in all.
+_FromGenai: TypeAlias = _Unknown | _Plan | _Calc
+_Resolved: TypeAlias = _FromGenai | _UserRate
 
 
 def _plan_for(calc: PriceCalculation, now: datetime) -> _Plan | None:
@@ -525,6 +539,10 @@ class Prices:
         }
         self._names: dict[str, str] = {name.strip().lower(): name for name in rates}
         self._cache: dict[str, _Resolved] = {}
+        #: genai-prices' resolutions on disk: opened at the first lookup, dropped (None) by
+        #: ``clear_cache()``, after which every name is looked up in genai-prices itself.
+        self._disk: _DiskCache | None = None
+        self._disk_opened = False
         #: The per-token prices in engine units (uncached input, output, cache read, cache
         #: write, and the dearer of input and cache write) of the models resolved so far whose
         #: price is the same for every call: no tiers by prompt size, no start date, no time of
@@ -639,9 +657,12 @@ class Prices:
         )
 
     def clear_cache(self) -> None:
-        """Forget every resolved model, so that the next ``cost()`` looks each up again."""
+        """Forget every resolved model, so that the next ``cost()`` looks each up again, in
+        genai-prices itself (not in what is kept on disk)."""
         self._cache.clear()
         self.flat_units.clear()
+        self._disk = None
+        self._disk_opened = True
 
     def _resolved(self, model: str) -> _Resolved:
         resolved = self._cache.get(model)
@@ -672,14 +693,31 @@ class Prices:
         return resolved
 
     def _lookup(self, model: str) -> _Resolved:
-        from genai_prices import Usage, calc_price
-        from genai_prices.types import ModelPrice
-
         name = model.strip().lower()
         for suffix in _suffixes(name):
             rate = self._by_name.get(suffix)
             if rate is not None:
                 return _UserRate(rate, self._names[suffix])
+        if not self._disk_opened:
+            with _OPENING:  # one file for all the threads sharing this Prices
+                if not self._disk_opened:
+                    self._disk = _DiskCache.open()
+                    self._disk_opened = True
+        disk = self._disk
+        if disk is None or not _bundled_data():
+            return self._genai_lookup(name)
+        kept = disk.get(name, self.undated)
+        if kept is not None:
+            return kept
+        resolved = self._genai_lookup(name)
+        if _bundled_data():  # not updated while it was looked up
+            disk.put(name, self.undated, resolved)
+        return resolved
+
+    def _genai_lookup(self, name: str) -> _FromGenai:
+        from genai_prices import Usage, calc_price
+        from genai_prices.types import ModelPrice
+
         for ref, provider_id in _genai_candidates(name):
             try:
                 calc = calc_price(
@@ -694,6 +732,196 @@ class Prices:
                 return plan
             return _Calc(ref, provider_id, _genai_origin(calc))
         return _UNKNOWN
+
+
+# --- genai-prices' resolutions on disk -------------------------------------------------------
+# The file names what its entries were resolved from (``_DiskCache.source``): the genai-prices
+# files installed and this module, by path, size and time of change. Any other source makes it
+# empty; an entry is a resolved name's plan (its Decimals as strings, which keep their digits),
+# its calc_price reference, or "unknown". A plan past its ``expires`` is resolved again.
+
+_DISK_FORMAT: Final = 1
+
+
+def _bundled_data() -> bool:
+    """Whether genai-prices prices from the data it was installed with: not from data that
+    ``UpdatePrices`` (or ``set_custom_snapshot``) put in its place, which the file does not
+    describe."""
+    snapshots = sys.modules.get("genai_prices.data_snapshot")
+    return snapshots is None or getattr(snapshots, "_custom_snapshot", None) is None
+
+
+def _cache_dir() -> Path:
+    chosen = os.environ.get("HALTWISE_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "haltwise"
+
+
+def _encode(resolved: _FromGenai) -> dict[str, Any]:
+    if isinstance(resolved, _Plan):
+        return {
+            "kind": "plan",
+            "flat": [[slot, str(price)] for slot, price in resolved.flat],
+            "tiered": [
+                [slot, str(base), [[start, str(price)] for start, price in tiers]]
+                for slot, base, tiers in resolved.tiered
+            ],
+            "zero": str(resolved.zero),
+            "sub_read": resolved.sub_read,
+            "sub_write": resolved.sub_write,
+            "expires": resolved.expires,
+            "origin": resolved.origin,
+        }
+    if isinstance(resolved, _Calc):
+        return {
+            "kind": "calc",
+            "ref": resolved.ref,
+            "provider_id": resolved.provider_id,
+            "origin": resolved.origin,
+        }
+    return {"kind": "unknown"}
+
+
+def _decode(entry: Any) -> _FromGenai:
+    """The resolution an entry holds; ``ValueError``, ``TypeError``, ``KeyError`` or
+    ``InvalidOperation`` for one this module did not write."""
+    kind = entry["kind"]
+    if kind == "unknown":
+        return _UNKNOWN
+    if kind == "calc":
+        provider_id = entry["provider_id"]
+        ref, origin = entry["ref"], entry["origin"]
+        if not (isinstance(ref, str) and isinstance(origin, str)) or not (
+            provider_id is None or isinstance(provider_id, str)
+        ):
+            raise TypeError("a calc entry's reference, provider and origin are strs")
+        return _Calc(ref, provider_id, origin)
+    if kind != "plan":
+        raise ValueError(f"no entry of kind {kind!r}")
+    expires = entry["expires"]
+    if expires is not None and not isinstance(expires, int | float):
+        raise TypeError("a plan's expiry is a number or null")
+    if not isinstance(entry["origin"], str):
+        raise TypeError("a plan's origin is a str")
+    flat = tuple((_slot(slot), _decimal(price)) for slot, price in entry["flat"])
+    tiered = tuple(
+        (
+            _slot(slot),
+            _decimal(base),
+            tuple((_start(start), _decimal(price)) for start, price in tiers),
+        )
+        for slot, base, tiers in entry["tiered"]
+    )
+    return _Plan(
+        flat,
+        tiered,
+        _decimal(entry["zero"]),
+        sub_read=entry["sub_read"] is True,
+        sub_write=entry["sub_write"] is True,
+        expires=expires,
+        origin=entry["origin"],
+    )
+
+
+def _slot(value: Any) -> int:
+    if type(value) is not int or not _UNCACHED_INPUT <= value <= _NONE:
+        raise ValueError(f"no price slot {value!r}")
+    return value
+
+
+def _start(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"no tier start {value!r}")
+    return value
+
+
+def _decimal(value: Any) -> Decimal:
+    if not isinstance(value, str):
+        raise TypeError("a price is written as a str")
+    number = Decimal(value)
+    if not number.is_finite() or number < 0:
+        raise ValueError(f"no price {value!r}")
+    return number
+
+
+class _DiskCache:
+    """genai-prices' resolutions of model names, kept in a JSON file from one process to the
+    next. Reading and writing it never raises: a file that is missing, unreadable, of another
+    source or damaged counts as empty, and one that cannot be written is left as it is."""
+
+    def __init__(self, path: Path, source: list[Any]) -> None:
+        self.path = path
+        self.source = source
+        self.entries = self._read()
+        #: Held while an entry is added and the file written (governors in several threads
+        #: may share one ``Prices``).
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, Any]:
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(self.path.read_bytes())
+            if isinstance(data, dict) and data.get("source") == self.source:
+                entries = data.get("entries")
+                if isinstance(entries, dict):
+                    return entries
+        return {}
+
+    @classmethod
+    def open(cls) -> _DiskCache | None:
+        """The cache for the genai-prices installed; None where it is not installed."""
+        with contextlib.suppress(OSError, ValueError, ImportError):
+            spec = importlib.util.find_spec("genai_prices")
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            package = Path(next(iter(spec.submodule_search_locations)))
+            source: list[Any] = [_DISK_FORMAT]
+            for path in (package / "data.py", package / "types.py", Path(__file__)):
+                found = path.stat()
+                source += [str(path), found.st_size, found.st_mtime_ns]
+            return cls(_cache_dir() / "prices.json", source)
+        return None
+
+    def get(self, name: str, undated: bool) -> _FromGenai | None:
+        entry = self.entries.get(_disk_key(name, undated))
+        if entry is None:
+            return None
+        try:
+            resolved = _decode(entry)
+        except (LookupError, TypeError, ValueError, InvalidOperation):
+            return None
+        if resolved.expires is not None and time.time() >= resolved.expires:
+            return None
+        return resolved
+
+    def put(self, name: str, undated: bool, resolved: _FromGenai) -> None:
+        entry = _encode(resolved)
+        with self._lock:
+            # With what other processes have written since it was read.
+            self.entries = {**self._read(), **self.entries, _disk_key(name, undated): entry}
+            self._write(json.dumps({"source": self.source, "entries": self.entries}))
+
+    def _write(self, data: str) -> None:
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Written beside it, then put in its place: a reader sees the old file or the new.
+            fd, temporary = tempfile.mkstemp(prefix=".prices-", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(data)
+                os.replace(temporary, self.path)
+            except OSError:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+
+
+#: Held while a ``Prices`` opens its ``_DiskCache``.
+_OPENING: Final = threading.Lock()
+
+
+def _disk_key(name: str, undated: bool) -> str:
+    return f"undated:{name}" if undated else name
 
 
 _shared: Prices | None = None

@@ -84,6 +84,23 @@ def test_an_unknown_environment_variable_is_named_with_a_suggestion() -> None:
         settings_from_env({"HALTWISE_MAX_TURN": "5"})
 
 
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "HALTWISE_STORE",
+        "HALTWISE_MODEL",
+        "HALTWISE_PURE",
+        "HALTWISE_DASHBOARD_TOKEN",
+        "HALTWISE_CACHE_DIR",
+    ],
+)
+def test_variables_other_parts_of_haltwise_read_are_no_settings_and_no_error(
+    variable: str,
+) -> None:
+    # HALTWISE_PURE=1 once made ``haltwise run`` refuse to start.
+    assert settings_from_env({variable: "1", "HALTWISE_MAX_TURNS": "7"}).max_turns == 7
+
+
 def test_environment_defaults_and_good_values() -> None:
     settings = settings_from_env({})
     assert settings.max_turns == 25
