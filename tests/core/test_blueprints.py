@@ -133,3 +133,36 @@ def test_the_blueprints_kept_are_bounded_and_a_forgotten_one_is_made_again() -> 
     for _ in range(2):
         assert not isinstance(governor.handle(TurnStarting()), Stop)
     assert isinstance(governor.handle(TurnStarting()), Stop)
+
+
+def test_an_expression_a_governor_makes_itself_is_not_kept() -> None:
+    kept = dict(governor_module._blueprints)
+
+    def over_three_calls(usage: Any) -> bool:
+        return bool(usage.tool_calls > 3)
+
+    first, second = Governor(over_three_calls), Governor(over_three_calls)
+    assert first._blueprint is not second._blueprint
+    first.handle(RunStarted("task"))
+    first.set_limit(max_turns(5))
+    first.enter_phase("plan", over_three_calls)
+    assert governor_module._blueprints == kept
+    # They still work: the phase's callable and the limit set while running.
+    for index in range(3):
+        first.handle(ToolCall("bash", {"command": f"ls {index}"}, f"call_{index}"))
+    assert isinstance(first.handle(ToolCall("bash", {"command": "ls"}, "call_4")), Stop)
+
+
+def test_a_phase_of_an_expression_given_again_shares_its_blueprint() -> None:
+    planning = max_tool_calls(2)
+    governor = Governor(max_turns(10))
+    governor.handle(RunStarted("task"))
+    first = governor.enter_phase("plan", planning)
+    governor.exit_phase(first)
+    second = governor.enter_phase("plan", planning)
+    assert first.blueprint is second.blueprint
+    governor.handle(ToolCall("bash", {"command": "ls"}, "call_1"))
+    governor.handle(ToolCall("bash", {"command": "ls -l"}, "call_2"))
+    stop = governor.handle(ToolCall("bash", {"command": "ls -la"}, "call_3"))
+    assert isinstance(stop, Stop)
+    assert stop.outcome.phase == "plan"

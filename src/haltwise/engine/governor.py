@@ -120,12 +120,14 @@ class Phase:
     ``Governor.exit_phase``. It is the Context its limits see: their slots are its own.
     """
 
-    __slots__ = ("governor", "limits", "name", "now", "slots")
+    __slots__ = ("blueprint", "governor", "limits", "name", "now", "slots")
 
-    def __init__(self, governor: Governor, name: str, limits: Limit) -> None:
+    def __init__(self, governor: Governor, name: str, limits: Limit, blueprint: _Blueprint) -> None:
         self.governor = governor
         self.name = name
         self.limits = limits
+        #: How its limits are installed (``Governor._install``).
+        self.blueprint = blueprint
         self.now = governor.now
         #: One slot per leaf, on the run's tally, whose rounds begin where the phase began.
         self.slots: dict[Leaf, Slot] = {}
@@ -263,10 +265,16 @@ class Governor:
         self._dispatch.use(self._handlers)
         #: The tables the handlers were last written for, and those handlers.
         self._written: tuple[object, dict[type, Callable[[Any], Decision]]] | None = None
-        self._install(as_limit(limits))
+        limit = as_limit(limits)
+        # An expression of the caller's own may be given to other governors: its blueprint is
+        # kept for them. One made here (from a callable, or None) is this governor's alone.
+        self._install(limit, _blueprint_of(limit) if limit is limits else _Blueprint(limit))
 
     # ----------------------------------------------------------------------------------------
     # Public surface
+
+    #: How the limits in use are installed (``_install``).
+    _blueprint: _Blueprint
 
     #: ``handle(event)``: the decision for ``event``. Safe to call from any thread or task.
     #: (The compiled dispatch's method itself, set per governor: no Python call in between.)
@@ -489,7 +497,10 @@ class Governor:
         if not isinstance(name, str) or not name.strip():
             raise InvalidValueError("phase name", name, "a non-empty string, e.g. 'plan'")
         with self.lock:
-            phase = Phase(self, name, as_limit(limits))
+            limit = as_limit(limits)
+            phase = Phase(
+                self, name, limit, _blueprint_of(limit) if limit is limits else _Blueprint(limit)
+            )
             for leaf in dict.fromkeys(phase.limits.leaves()):
                 slot = Slot(self._run, leaf.warn_at is not None)
                 slot.state = leaf.new_state()
@@ -536,7 +547,8 @@ class Governor:
                         break
                 else:
                     members.append(new_leaf)
-            self._install(any_of(*members) if members else as_limit(None), keep_slots=True)
+            changed = any_of(*members) if members else as_limit(None)
+            self._install(changed, _Blueprint(changed), keep_slots=True)
 
     @property
     def limits(self) -> Limit:
@@ -1220,9 +1232,16 @@ class Governor:
     # ----------------------------------------------------------------------------------------
     # Set-up
 
-    def _install(self, limits: Limit, *, keep_slots: bool = False) -> None:
+    def _install(
+        self, limits: Limit, blueprint: _Blueprint | None = None, *, keep_slots: bool = False
+    ) -> None:
+        """Make the tables of checks for ``limits`` (its ``blueprint``; None: the one in use,
+        for the limits in use), with slots of their own (or, ``keep_slots``, those its leaves
+        had), and those of the phases open."""
+        if blueprint is None:
+            blueprint = self._blueprint
         self._limits = limits
-        self._blueprint = blueprint = _blueprint_of(limits)
+        self._blueprint = blueprint
         self._leaves: tuple[Leaf, ...] = blueprint.leaves
         kept = self._slots
         slots: list[Slot] = []
@@ -1242,7 +1261,7 @@ class Governor:
         )
         contexts: list[_Binding] = [(blueprint, slots, self, [None] * blueprint.count)]
         for phase in self._phases:
-            owned = _blueprint_of(phase.limits)
+            owned = phase.blueprint
             phase_slots = [phase.slots[leaf] for leaf in owned.leaves]
             contexts.append((owned, phase_slots, phase, [None] * owned.count))
         self._needs_prices = any(owned.needs_prices for owned, _, _, _ in contexts)
@@ -1383,8 +1402,10 @@ class _Blueprint:
     """What installing a limit expression makes of it, the same for every governor: its
     distinct leaves, and its checks with an index into those leaves where a governor puts the
     leaf's slot (``_install`` binds them to its slots and context). A limit expression is a
-    value, never changed once made, so its blueprint is made once and kept (``_blueprint_of``):
-    a governor made for each run then walks its members only at the first."""
+    value, never changed once made, so the blueprint of one a governor is given is made once
+    and kept (``_blueprint_of``): a governor made for each run then walks its members only at
+    the first. An expression a governor makes itself (of a callable, or ``set_limit``'s) has a
+    blueprint of its own."""
 
     __slots__ = (
         "checks",
@@ -1469,11 +1490,11 @@ class _Blueprint:
         self.hot_source: str | None = None
 
 
-#: The blueprints made, by the id of the limit expression each is for, kept with that expression
-#: (an id names one object only while it lives); past ``_BLUEPRINTS_KEPT`` the oldest is
-#: forgotten.
+#: The blueprints of expressions governors were given, by the id of the expression, kept with
+#: it (an id names one object only while it lives); past ``_BLUEPRINTS_KEPT`` the oldest is
+#: forgotten. One of ``limits | stuck()`` and the expression take some 12 KB.
 _blueprints: dict[int, tuple[Limit, _Blueprint]] = {}
-_BLUEPRINTS_KEPT = 256
+_BLUEPRINTS_KEPT = 64
 
 
 def _blueprint_of(limit: Limit) -> _Blueprint:
