@@ -97,7 +97,7 @@ unlimited = UNLIMITED
 #: never needs them.
 _LAZY = {
     **dict.fromkeys(
-        ("AsyncRun", "Guard", "Run", "console_prompter", "response_event"), "haltwise.drivers"
+        ("AsyncRun", "Guard", "Run", "console_prompter", "response_event"), ".drivers"
     ),
     **dict.fromkeys(
         (
@@ -110,7 +110,7 @@ _LAZY = {
             "session_limits",
             "simplify",
         ),
-        "haltwise.loops",
+        ".loops",
     ),
 }
 
@@ -132,7 +132,7 @@ def __getattr__(name: str) -> _typing.Any:
         raise AttributeError(f"module 'haltwise' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

@@ -25,18 +25,21 @@ from ._errors import EXIT_BROKEN_PIPE, crash_log_path, log_crash, say, silence_s
 
 __all__ = ["COMMANDS", "main"]
 
-#: Subcommand name -> the module that implements it.
+#: Subcommand name -> the module that implements it, within the package (a copy of haltwise
+#: imported under another name, as a benchmark imports an older revision, runs its own).
 COMMANDS: dict[str, str] = {
-    "demo": "haltwise.cli.demo",
-    "chat": "haltwise.cli.chat",
-    "run": "haltwise.cli.run",
-    "audit": "haltwise.audit.cli",
-    "runs": "haltwise.cli.runs",
-    "budgets": "haltwise.cli.budgets",
-    "approve": "haltwise.cli.approve",
-    "stop": "haltwise.cli.stop",
-    "dashboard": "haltwise.cli.dashboard",
+    "demo": ".cli.demo",
+    "chat": ".cli.chat",
+    "run": ".cli.run",
+    "audit": ".audit.cli",
+    "runs": ".cli.runs",
+    "budgets": ".cli.budgets",
+    "approve": ".cli.approve",
+    "stop": ".cli.stop",
+    "dashboard": ".cli.dashboard",
 }
+#: The package the names in ``COMMANDS`` are in: ``haltwise``.
+_PACKAGE = __name__.rpartition(".")[0]
 
 #: Exit codes shared by every subcommand.
 EXIT_OK = 0
@@ -47,7 +50,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _load(name: str) -> ModuleType:
-    return importlib.import_module(COMMANDS[name])
+    return importlib.import_module(COMMANDS[name], _PACKAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
