@@ -15,6 +15,10 @@ side by side in one run, since the machines are shared and noisy:
   files read into memory first, the best of three rounds: the floor under any reader of this
   corpus in Python, before a single event is built.
 
+The base revision is imported from its sources, so it runs interpreted: beside a compiled build
+its figures mix the two (``HALTWISE_PURE=1`` compares the pure builds). The audits run in this
+process, once its imports are done: the interpreter's start-up is in none of the figures.
+
 Then the goal of issue 15 with its figure: at least 100,000 recorded steps per second on one
 core. A recorded step is one turn of a run (a model response and its tool calls).
 
