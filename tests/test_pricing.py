@@ -480,6 +480,20 @@ def test_a_cache_folder_that_cannot_be_made_is_passed_over(
     assert list(tmp_path.iterdir()) == [tmp_path / "a-file"]
 
 
+def test_with_no_folder_given_and_no_home_nothing_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("HALTWISE_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    prices = Prices()
+    assert prices.cost("gpt-4o", input_tokens=1_000, output_tokens=50) == Decimal("0.003")
+    assert prices._disk is None
+
+
 def test_a_plan_kept_past_its_date_is_resolved_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
 ) -> None:

@@ -870,8 +870,10 @@ class _DiskCache:
 
     @classmethod
     def open(cls) -> _DiskCache | None:
-        """The cache for the genai-prices installed; None where it is not installed."""
-        with contextlib.suppress(OSError, ValueError, ImportError):
+        """The cache for the genai-prices installed; None where it is not installed, or where
+        no folder is given and there is no home to put one in (``Path.home`` raises
+        ``RuntimeError``)."""
+        with contextlib.suppress(OSError, ValueError, ImportError, RuntimeError):
             spec = importlib.util.find_spec("genai_prices")
             if spec is None or not spec.submodule_search_locations:
                 return None
