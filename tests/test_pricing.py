@@ -494,6 +494,20 @@ def test_with_no_folder_given_and_no_home_nothing_is_kept(
     assert prices._disk is None
 
 
+def test_the_file_keeps_the_latest_names_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = _cache(monkeypatch, tmp_path)
+    monkeypatch.setattr(pricing, "_CACHE_SIZE", 3)
+    prices = Prices()
+    for name in ("gpt-4o", "gpt-4o-mini", "o3", "o4-mini"):
+        prices.knows(name)
+    assert list(_kept(folder)["entries"]) == ["gpt-4o-mini", "o3", "o4-mini"]
+    Prices().knows("gpt-4o-mini")  # kept: not written again
+    Prices().knows("gpt-4.1")
+    assert list(_kept(folder)["entries"]) == ["o3", "o4-mini", "gpt-4.1"]
+
+
 def test_a_plan_kept_past_its_date_is_resolved_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calc_calls: list[str]
 ) -> None:

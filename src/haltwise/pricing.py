@@ -22,7 +22,8 @@ What a model name resolves to in genai-prices is also kept on disk, in ``prices.
 ``$HALTWISE_CACHE_DIR`` (by default ``$XDG_CACHE_HOME/haltwise``, or ``~/.cache/haltwise``), for
 the genai-prices files installed and this module's own: a process that prices only models
 resolved before never imports genai-prices, which takes some 0.15 s (``_DiskCache``). It holds
-nothing a user gave, and a file that cannot be read or written is passed over.
+the latest 4,096 names, nothing a user gave, and a file that cannot be read or written is passed
+over.
 """
 
 from __future__ import annotations
@@ -900,8 +901,12 @@ class _DiskCache:
     def put(self, name: str, undated: bool, resolved: _FromGenai) -> None:
         entry = _encode(resolved)
         with self._lock:
-            # With what other processes have written since it was read.
-            self.entries = {**self._read(), **self.entries, _disk_key(name, undated): entry}
+            # With what other processes have written since it was read; the newest last, and
+            # no more than ``_CACHE_SIZE`` names.
+            entries = {**self._read(), **self.entries}
+            entries.pop(_disk_key(name, undated), None)
+            entries[_disk_key(name, undated)] = entry
+            self.entries = dict(list(entries.items())[-_CACHE_SIZE:])
             self._write(json.dumps({"source": self.source, "entries": self.entries}))
 
     def _write(self, data: str) -> None:
