@@ -96,9 +96,7 @@ unlimited = UNLIMITED
 #: asyncio (some 20 ms), and a program that only decides (an audit, a governor of its own)
 #: never needs them.
 _LAZY = {
-    **dict.fromkeys(
-        ("AsyncRun", "Guard", "Run", "console_prompter", "response_event"), ".drivers"
-    ),
+    **dict.fromkeys(("AsyncRun", "Guard", "Run", "console_prompter", "response_event"), ".drivers"),
     **dict.fromkeys(
         (
             "LoopResult",

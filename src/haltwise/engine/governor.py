@@ -501,7 +501,7 @@ class Governor:
             phase = Phase(
                 self, name, limit, _blueprint_of(limit) if limit is limits else _Blueprint(limit)
             )
-            for leaf in dict.fromkeys(phase.limits.leaves()):
+            for leaf in phase.blueprint.leaves:
                 slot = Slot(self._run, leaf.warn_at is not None)
                 slot.state = leaf.new_state()
                 phase.slots[leaf] = slot
