@@ -68,15 +68,23 @@ def test_a_check_is_one_object_in_every_table_it_is_in_and_holds_its_governors_s
 
 
 def test_the_fast_tables_leave_the_time_limit_out_and_are_the_full_ones_elsewhere() -> None:
-    governor = Governor(max_turns(3) | timeout(seconds=60), clock=FakeClock())
+    governor = Governor(max_turns(3) | timeout(seconds=60) | stuck(), clock=FakeClock())
     full, fast = governor._full_tables, governor._fast_tables
     turn_checks = [repr(limit) for limit, *_ in full[TurnStarting][0]]
     assert turn_checks == ["max_turns(3)", "timeout(60)"]
     assert [repr(limit) for limit, *_ in fast[TurnStarting][0]] == ["max_turns(3)"]
+    shared = 0
     for event_type in ALL_EVENTS:
         for before in (0, 1):
             if all(repr(limit) != "timeout(60)" for limit, *_ in full[event_type][before]):
                 assert fast[event_type][before] is full[event_type][before]
+                shared += bool(full[event_type][before])
+    assert shared >= 3  # the detectors' tables after a turn ends, a call, progress...
+    # With no time limit, each fast table is its full one, before an event and after.
+    untimed = Governor(max_turns(3) | stuck())
+    for event_type in ALL_EVENTS:
+        assert untimed._fast_tables[event_type][0] is untimed._full_tables[event_type][0]
+        assert untimed._fast_tables[event_type][1] is untimed._full_tables[event_type][1]
 
 
 def test_a_phase_of_the_governors_own_expression_binds_the_phase() -> None:
