@@ -1276,13 +1276,15 @@ class Governor:
                     post, fast_post = _bound_checks(contexts, event_type, _POST)
                     full[event_type] = (pre, post)
                     fast[event_type] = (fast_pre, fast_post)
-            for key in owned.limits:
-                if key in ALL_EVENTS and key not in shared:
-                    shared[key] = _bound_limits(contexts, key)
+            for event_type in owned.shared:
+                if event_type not in shared:
+                    shared[event_type] = _bound_limits(
+                        contexts, [bound[0].shared.get(event_type, ()) for bound in contexts]
+                    )
         self._full_tables = full
         self._fast_tables = fast
-        self._allowing = _bound_limits(contexts, _ALLOWING)
-        self._deadlines = _bound_limits(contexts, _DEADLINES)
+        self._allowing = _bound_limits(contexts, [bound[0].allowing for bound in contexts])
+        self._deadlines = _bound_limits(contexts, [bound[0].deadlines for bound in contexts])
         self._shared_checks = shared
         self._shared_turn = shared.get(TurnStarting, ())
         self._shared_request = shared.get(ModelRequest, ())
@@ -1383,10 +1385,6 @@ def _check_price(model: str, cost: int) -> None:
 #: their deadline (fast); a fast table with no limit left out is its full table itself.
 _PRE, _POST = range(2)
 _FAST = 2
-#: Keys of ``_Blueprint.limits`` other than the event types (whose entries are the shared
-#: checks): the limits that can lower a request's ``max_tokens``, and the time limits.
-_ALLOWING = "allowing"
-_DEADLINES = "deadlines"
 #: A check as a blueprint holds it, for any governor: the limit, the index of its slot among the
 #: blueprint's leaves (-1 for a group, which has none), its bound ``pre`` or ``post``, and its
 #: own index among the blueprint's checks.
@@ -1408,14 +1406,16 @@ class _Blueprint:
     blueprint of its own."""
 
     __slots__ = (
+        "allowing",
         "checks",
         "count",
+        "deadlines",
         "hot_events",
         "hot_source",
         "leaves",
-        "limits",
         "needs_prices",
         "run_scoped",
+        "shared",
     )
 
     def __init__(self, limit: Limit) -> None:
@@ -1428,7 +1428,9 @@ class _Blueprint:
         self.needs_prices = any(leaf.reason == "cost_limit" for leaf in self.leaves)
         checks: dict[type, tuple[list[_Unbound], ...]] = {}
         count = 0
-        limits: dict[object, list[tuple[Leaf, int]]] = {}
+        shared: dict[type, list[tuple[Leaf, int]]] = {}
+        allowing: list[tuple[Leaf, int]] = []
+        deadlines: list[tuple[Leaf, int]] = []
         for member in limit.members():
             at = -1
             if isinstance(member, Leaf):
@@ -1439,7 +1441,7 @@ class _Blueprint:
             if isinstance(member, Leaf) and member.share is not None:
                 # Checked by the ledger, in one step with every governor sharing its key.
                 for event_type in before:
-                    limits.setdefault(event_type, []).append((member, at))
+                    shared.setdefault(event_type, []).append((member, at))
                 continue
             # A plain time limit (no soft threshold, not in shadow) has nothing to say before
             # its deadline: it is left out of the fast tables until then.
@@ -1464,9 +1466,9 @@ class _Blueprint:
                         tables[_FAST + which].append(check)
             if isinstance(member, Leaf) and not member.shadow:
                 if member.allows:
-                    limits.setdefault(_ALLOWING, []).append((member, at))
+                    allowing.append((member, at))
                 if member.reason == "time_limit":
-                    limits.setdefault(_DEADLINES, []).append((member, at))
+                    deadlines.append((member, at))
         #: By event type, its four tables of checks (``_PRE``, ``_POST``, then each
         #: ``_FAST``).
         self.checks: dict[type, tuple[tuple[_Unbound, ...], ...]] = {}
@@ -1475,12 +1477,14 @@ class _Blueprint:
             self.checks[event_type] = (
                 before_all,
                 after_all,
-                before_all if fast_pre == full_pre else tuple(fast_pre),
-                after_all if fast_post == full_post else tuple(fast_post),
+                before_all if len(fast_pre) == len(full_pre) else tuple(fast_pre),
+                after_all if len(fast_post) == len(full_post) else tuple(fast_post),
             )
-        #: By event type, the shared limits checked before it; and ``_ALLOWING``,
-        #: ``_DEADLINES``.
-        self.limits = {key: tuple(members) for key, members in limits.items()}
+        #: By event type, the shared limits (``key=``) checked before it, by the ledger.
+        self.shared = {event_type: tuple(members) for event_type, members in shared.items()}
+        #: The limits that can lower a request's ``max_tokens``, and the time limits.
+        self.allowing = tuple(allowing)
+        self.deadlines = tuple(deadlines)
         #: How many checks there are (``_Unbound``'s last item is below it).
         self.count = count
         #: What ``hotpath.compile_handlers`` found and wrote for a governor of these limits
@@ -1539,12 +1543,14 @@ def _bind(contexts: list[_Binding], event_type: type, table: int) -> tuple[_Chec
     return tuple(bound) if bound else _NO_CHECKS
 
 
-def _bound_limits(contexts: list[_Binding], key: object) -> tuple[tuple[Leaf, Slot, Context], ...]:
-    """The limits each context's blueprint keeps under ``key``, bound to its slots and
-    context."""
+def _bound_limits(
+    contexts: list[_Binding], chosen: list[tuple[tuple[Leaf, int], ...]]
+) -> tuple[tuple[Leaf, Slot, Context], ...]:
+    """The limits ``chosen`` of each context's blueprint (one tuple for each context), bound
+    to its slots and context."""
     bound: list[tuple[Leaf, Slot, Context]] = []
-    for blueprint, slots, ctx, _ in contexts:
-        for member, at in blueprint.limits.get(key, _NO_CHECKS):
+    for (_, slots, ctx, _), members in zip(contexts, chosen, strict=True):
+        for member, at in members:
             bound.append((member, slots[at], ctx))
     return tuple(bound) if bound else _NO_CHECKS
 
