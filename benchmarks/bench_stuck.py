@@ -24,6 +24,8 @@ revision is imported from its sources, so it runs interpreted: beside a compiled
 ratio mixes the two. ``--instructions`` counts instead, under Valgrind (``instructions.py``),
 the instructions one such call executes in the build in force, which a loaded machine does not
 move; run it with ``PYTHONPATH`` naming another checkout (built in place) to count that one.
+It counts where a 3-line call's go too: the limits alone, with one tool detector, and the
+analysis of the call and its result alone (``PARTS``).
 
     python benchmarks/run.py stuck
     python benchmarks/bench_stuck.py --instructions
@@ -39,10 +41,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import haltwise
 import instructions
 from anchors import gemini_tool_loop, openhands_stuck
 from haltwise.audit.readers import read_paths
@@ -249,17 +252,32 @@ def tool_args(index: int) -> tuple[str, dict[str, Any]]:
     return "read_file", {"path": f"src/app/module_{index}.py"}
 
 
-def per_call_loop(api: Any, results: list[str]) -> Callable[[], float]:
+def default_stuck(api: Any) -> Any:
+    """``stuck()`` as it comes."""
+    return api.stuck()
+
+
+def one_detector(api: Any) -> Any:
+    """``stuck()`` with one tool detector (``repeat``) and no other."""
+    others = ("same_error", "same_tool_error", "cycle", "scattered", "no_progress")
+    return api.stuck(**dict.fromkeys((*others, "monologue", "degenerate")))
+
+
+def per_call_loop(
+    api: Any, results: list[str], detectors: Callable[[Any], Any] | None = default_stuck
+) -> Callable[[], float]:
     """A timed run: ``CALLS_PER_RUN`` calls and results through ``api``'s Governor with the
-    usual limits and ``stuck()``; it returns µs per call and starts at the next results."""
+    usual limits and ``detectors(api)`` (None: the limits alone); it returns µs per call and
+    starts at the next results."""
     limits = (
         api.max_turns(25)
         | api.max_tool_calls(50)
         | api.max_tokens(200_000)
         | api.max_cost("5.00")
         | api.timeout(minutes=30)
-        | api.stuck()
     )
+    if detectors is not None:
+        limits = limits | detectors(api)
     handle = api.Governor(limits).handle
     calls = [(*tool_args(index), f"call_{index}") for index in range(CALLS_PER_RUN)]
     position = 0
@@ -284,8 +302,6 @@ def per_call_loop(api: Any, results: list[str]) -> Callable[[], float]:
 
 
 def per_call() -> None:
-    import haltwise
-
     base = load_revision(BASE_REVISION, "haltwise_base")
     print(
         f"\nOne tool call and its result through Governor(limits | stuck()), µs per call "
@@ -329,19 +345,56 @@ def per_call() -> None:
 INSTRUCTION_RUNS = 20
 
 
-def phases() -> None:
-    """``--phases``, under callgrind (``count_instructions``): the per-call runs of each size."""
-    import haltwise
+def analysis_loop(results: list[str]) -> Callable[[], float]:
+    """``per_call_loop``'s calls and results analysed alone, as the first tool detector to see
+    each has it analysed (``_keys.analyze_call``, ``analyze_result``): no governor, no window."""
+    from haltwise.engine.detectors._keys import analyze_call, analyze_result
 
+    calls = [(*tool_args(index), f"call_{index}") for index in range(CALLS_PER_RUN)]
+    position = 0
+
+    def run() -> float:
+        nonlocal position
+        if position + CALLS_PER_RUN > len(results):
+            position = 0
+        outputs = results[position : position + CALLS_PER_RUN]
+        position += CALLS_PER_RUN
+        started = time.perf_counter_ns()
+        for (name, arguments, call_id), output in zip(calls, outputs, strict=True):
+            action = analyze_call(ToolCall(name, arguments, call_id))
+            analyze_result(ToolResult(name, output, call_id, exit_code=1), action)
+        return (time.perf_counter_ns() - started) / CALLS_PER_RUN / 1_000
+
+    return run
+
+
+#: ``--instructions``: where a 3-line call's instructions go, each counted like the whole: the
+#: limits alone; with one tool detector (the analysis of the call and its result comes with
+#: the first); and that analysis alone, with the events built.
+PARTS: Final = (
+    ("3-line, limits alone", lambda results: per_call_loop(haltwise, results, None)),
+    ("3-line, one detector", lambda results: per_call_loop(haltwise, results, one_detector)),
+    ("3-line, analysis alone", analysis_loop),
+)
+
+
+def phases() -> None:
+    """``--phases``, under callgrind (``count_instructions``): the per-call runs of each size,
+    then of each of ``PARTS``."""
+    loops: list[tuple[str, Callable[[list[str]], Callable[[], float]], Callable[[int], str], int]]
+    loops = [
+        (size, lambda results: per_call_loop(haltwise, results), make, offset)
+        for size, make, offset in (("3-line", short_result, 10_000), ("1 KB", long_result, 50_000))
+    ]
+    loops += [(part, loop, short_result, 10_000) for part, loop in PARTS]
     runs = []
-    for size, make, offset in (("3-line", short_result, 10_000), ("1 KB", long_result, 50_000)):
-        results = [make(offset + index) for index in range(2 * INSTRUCTION_RUNS * CALLS_PER_RUN)]
-        run = per_call_loop(haltwise, results)
+    for name, loop, make, offset in loops:
+        run = loop([make(offset + index) for index in range(2 * INSTRUCTION_RUNS * CALLS_PER_RUN)])
         for _ in range(INSTRUCTION_RUNS):
             run()  # warm, and on to results not seen yet
-        runs.append((size, run))
-    for size, run in runs:
-        instructions.mark(size)
+        runs.append((name, run))
+    for name, run in runs:
+        instructions.mark(name)
         for _ in range(INSTRUCTION_RUNS):
             run()
     instructions.mark("end")
@@ -353,8 +406,8 @@ def count_instructions() -> None:
     )
     if counted is None:
         return
-    for size, count in counted:
-        print(f"  {size:8} {count / (INSTRUCTION_RUNS * CALLS_PER_RUN) / 1000:>8.1f} k")
+    for name, count in counted:
+        print(f"  {name:22} {count / (INSTRUCTION_RUNS * CALLS_PER_RUN) / 1000:>8.1f} k")
 
 
 def main() -> None:
