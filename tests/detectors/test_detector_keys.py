@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import re
 from array import array
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from haltwise.engine.decisions import CONTINUE
 from haltwise.engine.detectors import _keys as keys
 from haltwise.engine.detectors import _scan as scan
 from haltwise.engine.detectors import (
@@ -71,6 +73,41 @@ def test_nested_arguments_are_canonical_too() -> None:
     second = {"limit": 5, "filter": {"a": {"y": True}, "z": [1, 2]}}
     assert action_key("search", first) == action_key("search", second)
     assert action_key("search", first) != action_key("search", {**second, "limit": 6})
+
+
+def _nested(depth: int, leaf: object = 1) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+def test_arguments_nested_past_the_bound_are_written_whole_not_read_level_by_level() -> None:
+    # Canonical down to MAX_DEPTH levels (keys sorted), then each deeper container as written.
+    def within(lists: int) -> bytes:
+        return canonical_arguments({"x": json.loads("[" * lists + '{"b":1,"a":2}' + "]" * lists)})
+
+    last = keys.MAX_DEPTH - 2  # the mapping, then lists, then the innermost mapping
+    assert within(last).endswith(b'{"a":2,"b":1}' + b"]" * last + b"}")
+    assert within(last + 1).endswith(b"\"{'b': 1, 'a': 2}\"" + b"]" * (last + 1) + b"}")
+    assert action_key("t", _nested(40, 1)) == action_key("t", _nested(40, 1))
+    assert action_key("t", _nested(40, 1)) != action_key("t", _nested(40, 2))
+
+
+def test_arguments_that_hold_themselves_or_nest_without_end_neither_raise_nor_crash() -> None:
+    # Compiled, reading these level by level overflowed the C stack (the process died);
+    # interpreted, 300 levels of JSON a framework parsed raised RecursionError.
+    itself: dict[str, object] = {"path": "a.py"}
+    itself["self"] = itself
+    inside: list[object] = []
+    inside.append(inside)
+    parsed = json.loads('{"a":[' * 300 + "1" + "]}" * 300)
+    for arguments in (itself, {"items": inside}, parsed, _nested(20_000)):
+        assert action_key("tool", arguments) == action_key("tool", arguments)
+        governor = Governor(stuck())
+        governor.handle(RunStarted("x"))
+        assert governor.handle(ToolCall("tool", arguments, "c1")) is CONTINUE
+        assert governor.handle(ToolResult("tool", "done", "c1")) is CONTINUE
 
 
 def test_volatile_fields_and_thoughts_are_left_out() -> None:

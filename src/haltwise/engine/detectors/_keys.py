@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import re
+import reprlib
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -590,19 +591,31 @@ def _mask_value(value: str) -> str:
     return value
 
 
-def _clean(value: Any, ignored: frozenset[str]) -> Any:
+#: How many levels of nested arguments ``_clean`` reads; a container deeper than that is kept
+#: as ``_written(value)``. Tool arguments nest a few levels. A model's hostile ones, or a
+#: driver's mapping that holds itself, must neither raise (interpreted, ``RecursionError``
+#: some 300 levels down) nor recurse without end (compiled, ``_clean`` calls itself in C,
+#: where no recursion limit is checked, and the stack overflows).
+MAX_DEPTH: Final = 32
+_NESTED: Final = (Mapping, list, tuple, set, frozenset)
+
+
+def _clean(value: Any, ignored: frozenset[str], depth: int = 0) -> Any:
     if isinstance(value, str):
         return _mask_value(value)
+    if depth == MAX_DEPTH and isinstance(value, _NESTED):
+        return _written(value)
+    depth += 1
     if type(value) is dict or isinstance(value, Mapping):
         return {
-            key: _clean(item, ignored)
+            key: _clean(item, ignored, depth)
             for key, item in value.items()
             if not (isinstance(key, str) and _scan.lowered(key) in ignored)
         }
     if isinstance(value, list | tuple):
-        return [_clean(item, ignored) for item in value]
+        return [_clean(item, ignored, depth) for item in value]
     if isinstance(value, set | frozenset):
-        return sorted((_clean(item, ignored) for item in value), key=repr)
+        return sorted((_clean(item, ignored, depth) for item in value), key=repr)
     return value
 
 
@@ -658,9 +671,29 @@ def _json(value: Any, option: int = 0) -> bytes:
     except orjson.JSONEncodeError:
         try:
             text = json.dumps(value, sort_keys=bool(option), separators=(",", ":"), default=repr)
-        except TypeError:  # keys of kinds that do not sort together
-            text = repr(value).encode("unicode_escape").decode("ascii")
+        except (TypeError, ValueError, RecursionError):
+            # Keys of kinds that do not sort together; a value that holds itself; or one nested
+            # past the recursion limit (orjson gives up at 255 levels, ``json`` at about 1,000).
+            text = _written(value).encode("unicode_escape").decode("ascii")
         return text.encode()
+
+
+#: ``_written``'s bounds, for a value too deep for ``repr``: what it shows of each level.
+_BOUNDED = reprlib.Repr()
+_BOUNDED.maxlevel = 8
+_BOUNDED.maxdict = _BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxset = 32
+_BOUNDED.maxfrozenset = _BOUNDED.maxdeque = _BOUNDED.maxarray = 32
+_BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 256
+
+
+def _written(value: Any) -> str:
+    """``repr(value)``, which shows a container that holds itself as ``{...}``; or, for one
+    nested past the recursion limit, its first levels (``_BOUNDED``), so that the same value
+    is written the same way and nothing raises."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return _BOUNDED.repr(value)
 
 
 def action_key(
