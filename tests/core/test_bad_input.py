@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -52,6 +55,24 @@ def test_factory_options_are_checked() -> None:
         max_tokens()
     with pytest.raises(InvalidValueError, match="ask\\(timeout\\)=0"):
         policies.ask(timeout=0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: timeout(seconds=1e308, minutes=1e308),  # each finite, the sum not
+        lambda: timeout(hours=1e300),
+        lambda: timeout(seconds=threading.TIMEOUT_MAX + 1),
+        lambda: policies.ask(timeout=math.inf),
+    ],
+)
+def test_no_time_limit_or_wait_is_longer_than_a_wait_can_be(make: Callable[[], object]) -> None:
+    # Its time left is a call's timeout, and a prompter's thread is waited for: past
+    # threading.TIMEOUT_MAX, those waits raise OverflowError.
+    with pytest.raises(InvalidValueError, match="threading.TIMEOUT_MAX"):
+        make()
+    longest = threading.TIMEOUT_MAX
+    assert repr(timeout(seconds=longest)) == f"timeout({longest!r})"  # taken
 
 
 @pytest.mark.parametrize(

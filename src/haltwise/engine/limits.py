@@ -16,6 +16,7 @@ it counts per run (one user prompt) or per session; ``warn_at`` gives the model 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, Protocol
@@ -36,7 +37,7 @@ from .events import (
     TurnStarting,
 )
 from .outcome import Status, Usage
-from .policies import Policy, as_policy
+from .policies import LONGEST_WAIT, Policy, as_policy
 from .pricing import dollars, units
 from .shared import NANO, Share, nano_ceil, nano_floor
 from .state import Slot
@@ -1350,6 +1351,9 @@ def timeout(
         raise InvalidValueError(
             "timeout", None, "seconds, minutes= or hours=, e.g. timeout(minutes=30)"
         )
+    if total > threading.TIMEOUT_MAX:
+        # Its time left is passed down as a call's timeout: no wait takes a longer one.
+        raise InvalidValueError("timeout", total, LONGEST_WAIT)
     shown = ", ".join(
         f"{value!r}" if unit == "seconds" and i == 0 else f"{unit}={value!r}"
         for i, (unit, value) in enumerate(chosen.items())

@@ -12,9 +12,10 @@ The governor only *names* the policy in its decision; drivers carry it out.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from .errors import InvalidValueError
 
@@ -34,6 +35,9 @@ __all__ = [
 
 PolicyName = Literal["abort", "ask", "synthesize", "best_effort", "block"]
 POLICY_NAMES: tuple[PolicyName, ...] = ("abort", "ask", "synthesize", "best_effort", "block")
+#: What a time limit or a wait for an answer may be at most: ``threading.TIMEOUT_MAX``, the
+#: longest timeout a wait on a lock or a thread takes (some 292 years on Linux).
+LONGEST_WAIT: Final = f"at most {threading.TIMEOUT_MAX:.0f} seconds in all (threading.TIMEOUT_MAX)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,8 @@ def ask(timeout: float | None = None) -> Policy:
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
     ):
         raise InvalidValueError("ask(timeout)", timeout, "a positive number of seconds, or None")
+    if timeout is not None and timeout > threading.TIMEOUT_MAX:  # the prompter's thread waits it
+        raise InvalidValueError("ask(timeout)", timeout, LONGEST_WAIT)
     return Policy("ask", timeout=timeout)
 
 
