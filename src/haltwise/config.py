@@ -36,6 +36,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date, time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ __all__ = [
     "ENVIRONMENT",
     "Settings",
     "load_config",
+    "parse_positive_count",
     "parse_turn_limit",
     "settings_from_env",
     "settings_from_file",
@@ -78,6 +80,7 @@ DEFAULT_MAX_TURNS = 25
 _MAX_COUNT = 10**12
 
 _COUNT_FORMS = "a non-negative integer or 'unlimited'"
+_POSITIVE_FORMS = f"a whole number from 1 to {_MAX_COUNT:,}"
 _COST_FORMS = "a non-negative amount of US dollars such as '2.00', or 'unlimited'"
 _TIME_FORMS = "seconds (90) or a duration such as '90s', '30m', '1h30m', or 'unlimited'"
 _WARN_FORMS = "a fraction between 0 and 1, such as 0.8"
@@ -164,10 +167,26 @@ def parse_count(source: str, value: object) -> int | None:
         if text.lower() == "unlimited":
             return None
         if re.fullmatch(r"[0-9][0-9_]*", text):
-            value = int(text.replace("_", ""))
+            digits = text.replace("_", "")
+            # Past the cap either way; int() of thousands of digits would raise.
+            if len(digits.lstrip("0")) <= len(str(_MAX_COUNT)):
+                value = int(digits)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
         return value
     raise InvalidValueError(source, value, _COUNT_FORMS)
+
+
+def parse_positive_count(source: str, value: object) -> int:
+    """A count of at least 1, never unlimited: how many turns ``haltwise approve --extend``
+    adds, how many runs ``haltwise runs --limit`` lists. Capped as every count is, so that no
+    stray digit run reaches a limit or the ledger."""
+    try:
+        count = parse_count(source, value)
+    except InvalidValueError:
+        count = None
+    if count is None or count == 0:
+        raise InvalidValueError(source, value, _POSITIVE_FORMS)
+    return count
 
 
 def parse_cost(source: str, value: object) -> Decimal | None:
@@ -209,13 +228,18 @@ def parse_duration(source: str, value: object) -> float | None:
 
 
 def parse_fraction(source: str, value: object) -> float | None:
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise InvalidValueError(source, value, _WARN_FORMS) from None
-    if isinstance(value, int | float | Decimal) and not isinstance(value, bool) and 0 < value < 1:
-        return float(value)
+    number: Decimal | None = None
+    try:
+        if isinstance(value, str):
+            number = Decimal(value.strip())
+        elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+            number = Decimal(value)
+    except InvalidOperation:
+        number = None
+    # A NaN (``nan`` in TOML, read as a Decimal) is refused before any comparison, which it
+    # would make raise.
+    if number is not None and number.is_finite() and 0 < number < 1:
+        return float(number)
     raise InvalidValueError(source, value, _WARN_FORMS)
 
 
@@ -311,7 +335,8 @@ def settings_from_env(
             continue
         name = ENVIRONMENT.get(variable)
         if name is None:
-            raise ConfigurationError(_unknown(variable, list(ENVIRONMENT), "environment variable"))
+            known = [*ENVIRONMENT, *sorted(OTHER_VARIABLES)]
+            raise ConfigurationError(_unknown(variable, known, "environment variable"))
         changes[name] = _PARSERS[name](variable, raw)
         sources[name] = variable
     return replace(base or Settings(), **changes, sources=sources)
@@ -332,10 +357,20 @@ def settings_from_file(path: str | Path, base: Settings | None = None) -> Settin
     table: Any = document
     where = str(path)
     if path.name == "pyproject.toml":
-        table = document.get("tool", {}).get("haltwise", {})
+        # Other tools own the rest of the file: only the tables on the way to ours are checked.
+        tool = document.get("tool", {})
+        if not isinstance(tool, dict):
+            raise InvalidValueError(
+                f"{path}: tool",
+                _as_written(tool),
+                "a table of tools' settings (haltwise's: [tool.haltwise])",
+            )
+        table = tool.get("haltwise", {})
+        if not isinstance(table, dict):
+            raise InvalidValueError(
+                f"{path}: tool.haltwise", _as_written(table), "a table of settings: [tool.haltwise]"
+            )
         where = f"{path} [tool.haltwise]"
-    if not isinstance(table, dict):
-        raise ConfigurationError(f"{where}: expected a table of settings")
     return _apply_table(table, where, base or Settings())
 
 
@@ -372,6 +407,13 @@ def _read_config(path: Path) -> str:
 
 
 def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
+    try:
+        return _settings_of_table(table, where, base)
+    except InvalidValueError as error:
+        raise InvalidValueError(error.source, _as_written(error.value), error.valid) from None
+
+
+def _settings_of_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
     changes: dict[str, Any] = {}
     sources = dict(base.sources)
     known = [*_PARSERS, "tool_calls", "prices"]
@@ -391,7 +433,7 @@ def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
                 raise InvalidValueError(source, value, "a table of model = {input, output}")
             try:
                 changes[key] = parse_price_table(value)
-            except InvalidValueError as error:
+            except InvalidValueError as error:  # it names the entry; the file is named here
                 raise InvalidValueError(
                     f"{where}: {error.source}", error.value, error.valid
                 ) from None
@@ -399,6 +441,33 @@ def _apply_table(table: dict[str, Any], where: str, base: Settings) -> Settings:
             raise ConfigurationError(_unknown(key, known, f"setting in {where}"))
         sources[key] = source
     return replace(base, **changes, sources=sources)
+
+
+class _Written(str):
+    """A value of a TOML file as TOML writes it, for messages: ``5.5``, ``nan``,
+    ``1979-05-27``, ``true``, where Python's repr says ``Decimal('5.5')`` and
+    ``datetime.date(1979, 5, 27)``, which the user never wrote."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _as_written(value: object) -> object:
+    """``value``, read from a TOML file, in TOML's words (a string keeps its quotes)."""
+    if isinstance(value, bool):
+        return _Written(str(value).lower())
+    if isinstance(value, Decimal):  # every TOML float: the file is read with parse_float=Decimal
+        sign = "-" if value.is_signed() else ""
+        if value.is_nan():
+            return _Written(f"{sign}nan")
+        if value.is_infinite():
+            return _Written(f"{sign}inf")
+        return _Written(str(value))
+    if isinstance(value, date | time):  # datetime is a date
+        return _Written(value.isoformat())
+    if isinstance(value, list):
+        return _Written(f"[{', '.join(repr(_as_written(item)) for item in value)}]")
+    return value
 
 
 def _required(count: int | None, source: str) -> int:

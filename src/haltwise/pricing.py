@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .engine.errors import InvalidValueError
+from .engine.events import MAX_CALL_DOLLARS, MAX_COUNT
 from .engine.pricing import dollars, units
 
 if TYPE_CHECKING:
@@ -57,9 +58,16 @@ __all__ = ["ModelRate", "Prices", "parse_price_table", "shared_prices"]
 
 _RATE_KEYS: Final = ("input", "output", "cache_read", "cache_write")
 _REQUIRED_KEYS: Final = ("input", "output")
+_MILLION: Final = 1_000_000
+#: The dearest rate a table may give, in USD per million tokens: at it, a call with the most
+#: tokens an event may carry (``MAX_COUNT`` in the prompt and as many in the answer, each token
+#: priced once) costs at most ``MAX_CALL_DOLLARS``, the most the governor counts for one call.
+#: A dearer rate would let a call be sent and paid for, then refused as a cost no total can
+#: hold, its tokens uncounted. Some $5.5 million per million tokens: far past any real price.
+_MAX_RATE: Final = MAX_CALL_DOLLARS * _MILLION // (2 * MAX_COUNT)
 _NUMBER_FORMS: Final = (
-    'a finite, non-negative number of USD per million tokens: a string such as "0.50", '
-    "an int, or a Decimal"
+    f"a number of USD per million tokens from 0 to {_MAX_RATE:,}: a string such as "
+    '"0.50", an int, or a Decimal'
 )
 _FLOAT_HINT: Final = (
     "; floats are refused because they cannot hold most prices exactly "
@@ -72,7 +80,6 @@ _ENTRY_FORMS: Final = (
     'a table of USD per million tokens such as {"input": "0.50", "output": "1.50"}, '
     "optionally with cache_read and cache_write, or a ModelRate"
 )
-_MILLION: Final = 1_000_000
 #: How many model names one ``Prices`` remembers before it forgets the oldest.
 _CACHE_SIZE: Final = 4096
 
@@ -81,7 +88,7 @@ RateValue: TypeAlias = str | int | Decimal
 
 
 def _check_rate(source: str, value: object) -> Decimal:
-    """``value`` as a finite, non-negative ``Decimal``, else an error naming ``source``."""
+    """``value`` as a ``Decimal`` from 0 to ``_MAX_RATE``, else an error naming ``source``."""
     number: Decimal | None = None
     if isinstance(value, Decimal):
         number = value
@@ -92,7 +99,7 @@ def _check_rate(source: str, value: object) -> Decimal:
             number = Decimal(value.strip())
         except InvalidOperation:
             number = None
-    if number is None or not number.is_finite() or number < 0:
+    if number is None or not number.is_finite() or not 0 <= number <= _MAX_RATE:
         valid = _NUMBER_FORMS + (_FLOAT_HINT if isinstance(value, float) else "")
         raise InvalidValueError(source, value, valid)
     return number

@@ -20,6 +20,7 @@ __all__ = [
     "add_ledger_option",
     "age",
     "ledger_from",
+    "ledger_name",
     "money",
     "print_json",
     "print_table",
@@ -52,6 +53,14 @@ def ledger_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     if settings.ledger is not None:
         return open_ledger(settings.ledger, source=settings.sources.get("ledger", "ledger"))
     return open_ledger(f"sqlite://{default_store_path(environ).resolve()}", source="the store")
+
+
+def ledger_name(ledger: Ledger) -> str:
+    """The ledger as its URL says it, for titles: the SQLite and Redis ledgers' reprs are their
+    URLs; the memory ledger has only ``object``'s (``<... object at 0x...>``)."""
+    from ..engine.ledger import MemoryLedger
+
+    return "memory:" if isinstance(ledger, MemoryLedger) else repr(ledger)
 
 
 def usd(amount: Decimal) -> str:
@@ -87,7 +96,11 @@ def run_row(info: RunInfo, now: float) -> dict[str, Any]:
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """A table on stdout: rich's when it is installed, else aligned plain text; or a line
-    saying there is nothing to show."""
+    saying there is nothing to show.
+
+    The first column names each row (a run's id, a budget's key) as ``haltwise approve`` and
+    ``haltwise stop`` take it, so it is never cut or wrapped: in a narrow terminal, and in a
+    pipe (where rich assumes 80 columns), the other columns fold instead."""
     if not rows:
         print(f"{title}: none")
         return
@@ -102,8 +115,11 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
         return
     table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
+    name, *others = columns
+    widest = max(len(name), *(len(row[0]) for row in rows))
+    table.add_column(name, no_wrap=True, min_width=widest)
+    for column in others:
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)
     PipeConsole(highlight=False).print(table)

@@ -13,24 +13,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN", help="the run's id (see `haltwise runs`)")
     choice = parser.add_mutually_exclusive_group(required=True)
     choice.add_argument("--continue", dest="choice", action="store_const", const="continue")
-    choice.add_argument(
-        "--extend", metavar="N", type=int, help="raise the limit that tripped by N and go on"
-    )
+    choice.add_argument("--extend", metavar="N", help="raise the limit that tripped by N and go on")
     choice.add_argument("--wrap-up", dest="choice", action="store_const", const="wrap_up")
     choice.add_argument("--abort", dest="choice", action="store_const", const="abort")
     add_ledger_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine.errors import InvalidValueError
+    from ..config import parse_positive_count
     from ._fleet import ledger_from
 
-    if args.extend is not None and args.extend <= 0:
-        raise InvalidValueError("--extend", args.extend, "a positive whole number, e.g. 2")
-    choice = "extend" if args.extend is not None else args.choice
+    # Bounded as a limit in haltwise.toml is: the raised limit stays a count the ledger holds.
+    extend = None if args.extend is None else parse_positive_count("--extend", args.extend)
+    choice = "extend" if extend is not None else args.choice
     ledger = ledger_from(args)
     try:
-        answered = ledger.answer(args.run_id, choice, args.extend)
+        answered = ledger.answer(args.run_id, choice, extend)
     finally:
         ledger.close()
     told = f"extend by {answered.amount}" if choice == "extend" else choice.replace("_", " ")

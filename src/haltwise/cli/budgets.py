@@ -15,7 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ._fleet import ledger_from, money, print_json, print_table, when
+    from ._fleet import ledger_from, ledger_name, money, print_json, print_table, when
 
     ledger = ledger_from(args)
     try:
@@ -58,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
         for state in states
     ]
     columns = ["key", "counts", "window", "spent", "reserved", "limit", "resets"]
-    print_table(f"budgets in {ledger!r}", columns, rows)
+    print_table(f"budgets in {ledger_name(ledger)}", columns, rows)
     return 0

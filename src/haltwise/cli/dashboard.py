@@ -17,6 +17,8 @@ TOKEN_VARIABLE = "HALTWISE_DASHBOARD_TOKEN"
 #: The shortest token accepted from ``HALTWISE_DASHBOARD_TOKEN``.
 MIN_TOKEN = 16
 DEFAULT_PORT = 8765
+#: The highest TCP port.
+MAX_PORT = 65535
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
-        default=DEFAULT_PORT,
+        default=str(DEFAULT_PORT),
         metavar="N",
         help=f"the port (default {DEFAULT_PORT}; 0: any free one)",
     )
@@ -47,6 +48,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def parse_port(value: str) -> int:
+    """``--port``: a TCP port, or 0 for any free one. Checked before the token is made or the
+    ledger opened; a socket refuses a port past 65535 with an ``OverflowError`` of its own."""
+    from ..config import parse_count
+    from ..engine.errors import InvalidValueError
+
+    try:
+        port = parse_count("--port", value)
+    except InvalidValueError:
+        port = None
+    if port is None or port > MAX_PORT:
+        raise InvalidValueError(
+            "--port", value, f"a port from 1 to {MAX_PORT}, or 0 for any free one"
+        )
+    return port
 
 
 def choose_token(host: str, environ: dict[str, str]) -> str:
@@ -75,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
     import socket
 
     from ..engine.errors import ConfigurationError
-    from ._fleet import ledger_from
+    from ._fleet import ledger_from, ledger_name
 
+    port = parse_port(args.port)
     token = choose_token(args.host, dict(os.environ))
     try:
         import uvicorn
@@ -91,18 +110,18 @@ def run(args: argparse.Namespace) -> int:
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        listener.bind((args.host.strip("[]"), args.port))
+        listener.bind((args.host.strip("[]"), port))
         listener.listen(128)  # connections wait from the moment the URL is printed
     except OSError as error:
         listener.close()
         raise ConfigurationError(
-            f"cannot listen on {args.host}:{args.port}: {error.strerror}; choose another --port"
+            f"cannot listen on {args.host}:{port}: {error.strerror}; choose another --port"
         ) from None
     port = listener.getsockname()[1]
     ledger = ledger_from(args)
     shown_host = f"[{args.host.strip('[]')}]" if family == socket.AF_INET6 else args.host
     print(f"haltwise dashboard: http://{shown_host}:{port}/#token={token}", flush=True)
-    print(f"ledger: {ledger!r}; Ctrl-C to stop", flush=True)
+    print(f"ledger: {ledger_name(ledger)}; Ctrl-C to stop", flush=True)
     config = uvicorn.Config(
         create_app(ledger, token=token),
         log_level="warning",

@@ -2,10 +2,14 @@
 
 A recorded session of our own making plays on ``haltwise.testing``'s scripted server: the model
 runs the failing test, reads the file, then tries the same edit (whose text does not match the
-file) again and again, for 40 turns if nothing stops it. The real agent (the one behind
-``haltwise chat`` and ``haltwise run``) works in a temporary workspace with its default limits;
-the demo shows the widget counting, the nudge, the stop, the outcome, and what the stop saved,
-and ends with how to point ``haltwise chat`` at a real endpoint.
+file) again and again, and at its 40th turn gives up, the bug still there. The real agent (the
+one behind ``haltwise chat`` and ``haltwise run``) works in a temporary workspace with its
+default limits; the demo shows the widget counting, the nudge, the stop, the outcome, and what
+the stop saved, and ends with how to point ``haltwise chat`` at a real endpoint.
+
+A turn limit past the recording (``--max-turns 100 --no-stuck``, or ``unlimited``) is taken, not
+refused: whoever turns every stop off asks to see what a run with none costs, and the demo shows
+it, every recorded call spent for nothing, rather than an error from a script that ran out.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ HELP = "Watch haltwise stop a stuck agent (offline: a scripted model, no API key
 
 #: The model the recording is priced as.
 MODEL = "gpt-4.1"
-#: How long the recorded session goes on when nothing stops it.
+#: How long the recorded session goes on when nothing stops it: its last turn gives up.
 RECORDED_TURNS = 40
 
 CALC = """\
@@ -36,6 +40,9 @@ assert add(2, 3) == 5, f"add(2, 3) returned {add(2, 3)}, expected 5"
 print("all tests passed")
 """
 
+#: The recorded model's last turn.
+GIVING_UP = "The edit never applies and I have run out of ideas: add() in calc.py still subtracts."
+
 POINTER = """\
 Point it at a real model:
   OPENAI_API_KEY=sk-... haltwise chat                         # OpenAI (gpt-4o-mini)
@@ -49,7 +56,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-turns",
         default="25",
         metavar="N",
-        help="the turn limit (default 25, as the agent's; with 4 the turn limit stops the run)",
+        help=(
+            "the turn limit (default 25, as the agent's; with 4 the turn limit stops the run; "
+            f"past {RECORDED_TURNS} with --no-stuck nothing does, and the recording runs out)"
+        ),
     )
     parser.add_argument(
         "--no-stuck",
@@ -59,7 +69,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def recording() -> list[object]:
-    """The stuck session, one reply per turn, with the usage a real model would report."""
+    """The stuck session, one reply per turn, with the usage a real model would report; the
+    last one gives up, so that a run nothing stops ends as a model that runs out of ideas does
+    (``completed``), not with an error from a script that ran out of replies."""
     from haltwise.testing import reply, tool_call
 
     def usage(turn: int) -> tuple[int, int]:
@@ -82,8 +94,10 @@ def recording() -> list[object]:
         reply("add() subtracts. Fixing the sign.", tool_calls=[edit], usage=usage(2)),
     ]
     retries = ["Let me apply the fix again.", "Retrying the edit.", "Applying the fix to add()."]
-    for turn in range(3, RECORDED_TURNS):
+    for turn in range(3, RECORDED_TURNS - 1):
         script.append(reply(retries[turn % len(retries)], tool_calls=[edit], usage=usage(turn)))
+    last = RECORDED_TURNS - 1
+    script.append(reply(GIVING_UP, usage=usage(last)))
     return script
 
 
@@ -167,21 +181,30 @@ def run(args: argparse.Namespace) -> int:
         cost = prices.cost(MODEL, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
         dollars += cost or Decimal(0)
     spent = outcome.usage.cost
+    paid = f" (${spent:.4f} spent)" if spent is not None else ""
     console.print()
-    console.print(Text("What the stop saved", style="bold"))
-    console.print(
-        Text(
-            f"  The recording goes on for {RECORDED_TURNS} turns; haltwise stopped it after "
-            f"{served} model calls"
-            + (f" (${spent:.4f} spent)" if spent is not None else "")
-            + ".\n"
-            f"  Not spent: {len(left)} model calls, {tokens:,} tokens, ${dollars:.2f} at "
-            f"{MODEL} prices, and the minutes they take.\n"
-            "  A real run is checkpointed like this one, its conversation and counts after "
-            "every turn,\n  and resumes where it stopped (haltwise run --resume RUN); the demo's "
-            "store and workspace\n  were temporary and are gone.",
+    if not left:
+        console.print(Text("What no stop costs", style="bold"))
+        console.print(
+            Text(
+                f"  Nothing stopped the recording: its model made all {served} calls{paid} "
+                "and gave up,\n  the bug still there. Without --no-stuck, or with --max-turns "
+                f"below {RECORDED_TURNS}, haltwise\n  stops it sooner: run `haltwise demo`.",
+            )
         )
-    )
+    else:
+        console.print(Text("What the stop saved", style="bold"))
+        console.print(
+            Text(
+                f"  The recording goes on for {RECORDED_TURNS} turns; haltwise stopped it after "
+                f"{served} model calls{paid}.\n"
+                f"  Not spent: {len(left)} model calls, {tokens:,} tokens, ${dollars:.2f} at "
+                f"{MODEL} prices, and the minutes they take.\n"
+                "  A real run is checkpointed like this one, its conversation and counts after "
+                "every turn,\n  and resumes where it stopped (haltwise run --resume RUN); the "
+                "demo's store and workspace\n  were temporary and are gone.",
+            )
+        )
     console.print()
     console.print(Text(POINTER, style="cyan"))
     return 0

@@ -11,7 +11,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from ._fleet import add_ledger_option
 
     parser.add_argument("--all", action="store_true", help="recent runs too, with their outcome")
-    parser.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs")
+    parser.add_argument("--limit", default="50", metavar="N", help="at most N runs (default 50)")
     parser.add_argument("--json", action="store_true", help="JSON for scripts")
     add_ledger_option(parser)
 
@@ -20,11 +20,13 @@ def run(args: argparse.Namespace) -> int:
     import time
     from decimal import Decimal
 
-    from ._fleet import age, ledger_from, print_json, print_table, run_row, usd
+    from ..config import parse_positive_count
+    from ._fleet import age, ledger_from, ledger_name, print_json, print_table, run_row, usd
 
+    limit = parse_positive_count("--limit", args.limit)
     ledger = ledger_from(args)
     try:
-        runs = ledger.runs(live=not args.all, limit=max(1, args.limit))
+        runs = ledger.runs(live=not args.all, limit=limit)
         now = time.time()
         rows = [run_row(info, now) for info in runs]
     finally:
@@ -52,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
         )
     title = "runs" if args.all else "live runs"
     columns = ["run", "status", "where", "turns", "tokens", "cost", "keys", "heard from"]
-    print_table(f"{title} in {ledger!r}", columns, table)
+    print_table(f"{title} in {ledger_name(ledger)}", columns, table)
     return 0
