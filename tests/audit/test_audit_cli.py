@@ -90,6 +90,23 @@ def test_malformed_files_are_named_and_the_rest_is_reported(
     assert "truncated.traj at line 1, column" in captured.err
 
 
+def test_a_profile_that_cannot_be_written_is_refused_before_the_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``--html`` is: not after the replay, with the report lost."""
+    from haltwise.audit import jobs
+
+    def replayed(*args: object, **options: object) -> None:
+        raise AssertionError("the replay ran before --write-profile was checked")
+
+    monkeypatch.setattr(jobs, "audit_files", replayed)
+    missing = tmp_path / "nowhere" / "profile.json"
+    assert main(["audit", *GOOD, "--suggest", "--write-profile", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"--write-profile {missing}: the folder {missing.parent} does not exist" in captured.err
+
+
 def test_a_bad_limit_expression_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", *GOOD, "--limits", "__import__('os')"]) == 2
     assert "is not a limit factory" in capsys.readouterr().err

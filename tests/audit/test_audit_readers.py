@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import errno
 import json
+import os
 import re
+import shutil
+import sys
 import tempfile
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,6 +33,7 @@ from haltwise import (
 from haltwise.audit import readers
 from haltwise.audit.readers import _outputs, detect_format, find_files, read_paths
 from haltwise.audit.runs import USAGE_ESTIMATED, USAGE_NONE, USAGE_PER_STEP, ReadError, Run
+from haltwise.engine.events import MAX_CALL_DOLLARS
 
 DATA = Path(__file__).parent / "data"
 
@@ -338,3 +346,226 @@ def test_what_python_json_reads_still_reads(tmp_path: Path) -> None:
     (read,) = _runs(tmp_path)
     assert _kinds(read) == _kinds(plain)
     assert read.meta.recorded_cost == plain.meta.recorded_cost
+
+
+def test_a_folder_the_search_cannot_go_into_is_named_and_the_rest_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unreadable folder (chmod 000, which root reads anyway: its refusal is simulated) and
+    one gone since its parent was listed are read errors naming them, and the audit exits 1."""
+    from haltwise.cli import main
+
+    run = (DATA / "mini" / "demo__mini-1.traj.json").read_bytes()
+    for folder in ("a", "closed", "gone", "z"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "run.traj.json").write_bytes(run)
+    listed = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if Path(path).name == "closed":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        if Path(path).name == "gone":  # removed once listed in its parent, before it is searched
+            (Path(path) / "run.traj.json").unlink()
+            Path(path).rmdir()
+        return listed(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert main(["audit", str(tmp_path), "--json", "--no-progress"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert [(Path(error["source"]).name, error["message"]) for error in document["errors"]] == [
+        ("closed", "is a folder that cannot be searched: Permission denied"),
+        ("gone", "cannot be read: No such file or directory"),
+    ]
+    assert sorted(record["corpus"] for record in document["runs"]) == ["a", "z"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 folder: nothing to refuse")
+def test_a_folder_without_read_permission_is_named(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    shutil.copy(DATA / "mini" / "demo__mini-1.traj.json", closed)
+    closed.chmod(0)
+    try:
+        found = list(read_paths([tmp_path]))
+    finally:
+        closed.chmod(0o755)
+    assert found == [
+        ReadError(str(closed), "", "is a folder that cannot be searched: Permission denied")
+    ]
+
+
+def test_symlinked_folders_are_searched_each_once_and_a_link_up_the_tree_ends(
+    tmp_path: Path,
+) -> None:
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    (corpus / "a").mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copy(DATA / "mini" / "demo__mini-1.traj.json", corpus / "a" / "one.traj.json")
+    shutil.copy(DATA / "mini" / "demo__mini-1.traj.json", elsewhere / "two.traj.json")
+    (corpus / "linked").symlink_to(elsewhere)
+    (corpus / "a" / "up").symlink_to(corpus)  # a loop
+    (corpus / "same-as-a").symlink_to(corpus / "a")
+    found = [(path.relative_to(corpus).as_posix(), name) for path, name in find_files([corpus])]
+    assert found == [("a/one.traj.json", "a"), ("linked/two.traj.json", "linked")]
+
+
+def test_what_is_not_a_regular_file_is_not_opened(tmp_path: Path) -> None:
+    """A named pipe would block the audit forever when opened: as a run file it is refused
+    unopened, as a corpus report beside the runs it is passed over."""
+    pipes = [tmp_path / "pipe.json", tmp_path / "results_summary.json"]
+    for pipe in pipes:
+        os.mkfifo(pipe)
+    shutil.copy(DATA / "mini" / "demo__mini-1.traj.json", tmp_path)
+
+    done = threading.Event()
+
+    def unblock() -> None:
+        # Were a pipe opened after all, writers that come and go end each wait: the test then
+        # fails on what was read rather than hangs.
+        while not done.wait(5):
+            for pipe in pipes:
+                with contextlib.suppress(OSError):  # no reader waits on this one
+                    os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+    watchdog = threading.Thread(target=unblock, daemon=True)
+    watchdog.start()
+    try:
+        found = list(read_paths([tmp_path]))
+    finally:
+        done.set()
+        watchdog.join()
+    errors = [item for item in found if isinstance(item, ReadError)]
+    assert errors == [
+        ReadError(
+            str(tmp_path / "pipe.json"),
+            "",
+            "is a named pipe (FIFO), not a regular file: not opened",
+        )
+    ]
+    (run,) = [item for item in found if isinstance(item, Run)]
+    assert run.meta.resolved is None  # no report to read
+
+
+@pytest.mark.parametrize(
+    "name", ["mini/demo__mini-1.traj.json", "tau/gpt-4o-airline.json", "openai/support-42.json"]
+)
+def test_a_byte_order_mark_is_read_past(name: str, tmp_path: Path) -> None:
+    source = DATA / name
+    marked = tmp_path / source.parent.name / source.name
+    marked.parent.mkdir()
+    marked.write_bytes(codecs.BOM_UTF8 + source.read_bytes())
+    assert [_kinds(run) for run in _runs(marked)] == [_kinds(run) for run in _runs(source)]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "error"),
+    [
+        ("run.traj.json", "", ("", "is empty")),
+        ("log.jsonl", "", ("", "is empty")),
+        ("run.traj.json", "null", ("top level", 'expected an object with a "messages" list')),
+    ],
+)
+def test_an_empty_file_or_one_holding_null_says_so(
+    name: str, text: str, error: tuple[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / name).write_text(text)
+    assert list(read_paths([tmp_path])) == [ReadError(str(tmp_path / name), *error)]
+
+
+@pytest.mark.parametrize("ahead", [1, 5, 64, 1 << 20])
+@pytest.mark.parametrize(
+    ("text", "position", "message"),
+    [
+        ("[1, 2] }}} not json", "character 7", "text after the list's closing ']'"),
+        ("[1, 2]\n[3]", "character 7", "text after the list's closing ']'"),
+        ("[1, 2 3]", "item 2 (character 6)", "expected ',' or ']' after an item"),
+        ('[1, 2 {"a": 1}]', "item 2 (character 6)", "expected ',' or ']' after an item"),
+        ("[1, 2, ]", "item 2 (character 7)", "Expecting value"),
+        ("[1, 2,, 3]", "item 2 (character 6)", "Expecting value"),
+    ],
+)
+def test_a_json_list_is_read_as_strictly_as_json_loads_reads_it(
+    text: str,
+    position: str,
+    message: str,
+    ahead: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What json.loads refuses is refused at its item and character, at any read boundary;
+    the items before it are read."""
+    monkeypatch.setattr(readers, "_READ_AHEAD", ahead)
+    monkeypatch.setattr(readers, "_READ_ON", ahead + 3)
+    path = tmp_path / "list.json"
+    path.write_text(text)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    read = []
+    with pytest.raises(readers._Malformed) as raised:
+        for _, value in readers._iter_json_list(path):
+            read.append(value)
+    assert (raised.value.position, raised.value.message) == (position, f"bad JSON: {message}")
+    assert read == [1, 2]
+
+
+def test_tau_bench_results_with_text_after_the_list_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "tau" / "gpt-4o-airline.json"
+    path.parent.mkdir()
+    text = (DATA / "tau" / "gpt-4o-airline.json").read_text(encoding="utf-8").rstrip()
+    path.write_text(text + " }}} not json\n", encoding="utf-8")
+    found = list(read_paths([path]))
+    error = ReadError(
+        str(path), f"character {len(text) + 1}", "bad JSON: text after the list's closing ']'"
+    )
+    assert found[-1] == error
+    assert len(found) - 1 == len(_runs(DATA / "tau" / "gpt-4o-airline.json"))
+
+
+_DEEP = "[" * 5000 + "]" * 5000
+_LONG = "9" * 5000
+_TOO_LONG = f"bad JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
+_TOO_DEEP = "bad JSON: lists or objects nested too deeply to decode"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "position", "message"),
+    [
+        ("chat.json", '{"messages": ' + _DEEP + "}", "line 1, column 1038", _TOO_DEEP),
+        ("chat.json", '{"messages": [], "n": ' + _LONG + "}", "line 1, column 23", _TOO_LONG),
+        ("run.traj", '{"trajectory": [], "n": ' + _LONG + "}", "line 1, column 25", _TOO_LONG),
+        ("chats.json", '[{"messages": []}, ' + _DEEP + "]", "item 1 (character 19)", _TOO_DEEP),
+        ("chats.json", '[{"messages": []}, ' + _LONG + "]", "item 1 (character 19)", _TOO_LONG),
+    ],
+)
+def test_json_nested_too_deeply_or_with_too_long_an_integer_is_malformed_where_it_is(
+    name: str, text: str, position: str, message: str, tmp_path: Path
+) -> None:
+    """What Python's json cannot decode and says no more of than a RecursionError or a
+    ValueError is the file's own error, with its position; not an internal error."""
+    (tmp_path / name).write_text(text)
+    errors = [item for item in read_paths([tmp_path]) if isinstance(item, ReadError)]
+    assert errors == [ReadError(str(tmp_path / name), position, message)]
+
+
+def test_a_corpus_report_too_deep_to_decode_is_passed_over(tmp_path: Path) -> None:
+    shutil.copy(DATA / "mini" / "demo__mini-1.traj.json", tmp_path)
+    (tmp_path / "results_summary.json").write_text('{"instances": ' + _DEEP + "}")
+    (run,) = _runs(tmp_path)
+    assert run.meta.resolved is None
+
+
+def test_a_recorded_cost_no_call_can_have_is_read_as_unknown(tmp_path: Path) -> None:
+    """Past the governor's bound for one call (MAX_CALL_DOLLARS), as a count past MAX_COUNT
+    is: unknown, and the run still replays."""
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "one", "usage": {"prompt_tokens": 5, "cost": 1e20}},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "two", "usage": {"prompt_tokens": 5, "cost": 0.25}},
+    ]
+    (tmp_path / "chat.json").write_text(json.dumps(messages))
+    (run,) = _runs(tmp_path)
+    costs = [event.cost for event in run.events if isinstance(event, ModelResponse)]
+    assert costs == [None, Decimal("0.25")]
+    assert readers._money(MAX_CALL_DOLLARS) == MAX_CALL_DOLLARS
+    assert readers._money(Decimal(MAX_CALL_DOLLARS).next_plus()) is None

@@ -167,9 +167,11 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"haltwise audit: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    # Before the replay, which may take minutes: not after it, with nothing written.
     if args.html:
-        # Before the replay, which may take minutes: not after it, with nothing written.
         check_output_path("--html", args.html)
+    if args.write_profile:
+        check_output_path("--write-profile", args.write_profile)
     # The notes of every file's reader, gathered here for the warnings.
     reader = Reader()
     files = list(find_files(args.paths))

@@ -37,9 +37,12 @@ names what was read but should not be trusted blindly: a corpus whose runs hold 
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
+import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -50,6 +53,7 @@ import orjson
 
 from ..engine.errors import InvalidValueError
 from ..engine.events import (
+    MAX_CALL_DOLLARS,
     MAX_COUNT,
     Event,
     Injected,
@@ -112,21 +116,95 @@ Result = Run | ReadError
 
 
 def find_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
-    """Each run file under ``paths`` with its corpus name, in a stable order."""
+    """Each run file under ``paths`` with its corpus name, in a stable order.
+
+    Symlinked folders are searched like the others, each folder once however many links lead to
+    it, so that a link back up the tree ends rather than loops. A folder that cannot be searched
+    (unreadable, or gone since it was listed) is yielded as though it were a run file: reading it
+    then names it and says why, as an error the audit reports and counts, where the search alone
+    would pass over it in silence.
+    """
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                for name in sorted(files):
-                    if name in _SIDECARS or not name.endswith(_SUFFIXES):
-                        continue
-                    file = Path(root) / name
-                    relative = file.relative_to(path).parts
-                    corpus = relative[0] if len(relative) > 1 else path.resolve().name
-                    yield file, corpus
-        else:
+        if not path.is_dir():
             yield path, path.resolve().parent.name
+            continue
+        unsearched: list[OSError] = []  # os.walk's errors, each at a folder it could not list
+        searched: set[tuple[int, int]] = set()
+        _first_visit(path, searched)
+        for root, dirs, files in os.walk(path, onerror=unsearched.append, followlinks=True):
+            yield from _unsearched(unsearched, path)
+            dirs.sort()
+            dirs[:] = [name for name in dirs if _first_visit(Path(root) / name, searched)]
+            for name in sorted(files):
+                if name in _SIDECARS or not name.endswith(_SUFFIXES):
+                    continue
+                file = Path(root) / name
+                yield file, _corpus_of(file, path)
+        yield from _unsearched(unsearched, path)  # the last folders listed, or the one given
+
+
+def _unsearched(errors: list[OSError], given: Path) -> Iterator[tuple[Path, str]]:
+    """The folders the walk of ``given`` could not list since it was last asked, forgotten."""
+    for error in errors:
+        folder = Path(error.filename)
+        yield folder, _corpus_of(folder, given)
+    errors.clear()
+
+
+def _corpus_of(found: Path, given: Path) -> str:
+    """The corpus of what was found under the folder ``given``: the first folder under it, or
+    the folder itself for its own files."""
+    relative = found.relative_to(given).parts
+    return relative[0] if len(relative) > 1 else given.resolve().name
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The device and inode of ``folder`` (through a link): the same for every path to it."""
+    try:
+        status = folder.stat()
+    except OSError:
+        return None  # the walk reports it when it tries to go in
+    return status.st_dev, status.st_ino
+
+
+def _first_visit(folder: Path, searched: set[tuple[int, int]]) -> bool:
+    """Whether ``folder`` is still to be searched, noting that it will have been."""
+    identity = _identity(folder)
+    if identity is None:
+        return True
+    if identity in searched:
+        return False
+    searched.add(identity)
+    return True
+
+
+#: What is not a regular file, by the test that tells it.
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _not_a_run_file(path: Path) -> str:
+    """Why ``path`` is not to be opened as a run file, or ``""``. Only a regular file is: opening
+    a named pipe waits for a writer that may never come. A folder here is one the search could
+    not go into (``find_files``). An empty file is said to be empty, not of an unknown format."""
+    status = path.stat()
+    if stat.S_ISDIR(status.st_mode):
+        try:
+            os.scandir(path).close()
+        except OSError as error:
+            return f"is a folder that cannot be searched: {error.strerror or error}"
+        return "is a folder that could not be searched"
+    if not stat.S_ISREG(status.st_mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(status.st_mode)), "a special file")
+        return f"is {kind}, not a regular file: not opened"
+    if status.st_size == 0:
+        return "is empty"
+    return ""
 
 
 def detect_format(path: Path) -> str | None:
@@ -139,7 +217,8 @@ def detect_format(path: Path) -> str | None:
     if not name.endswith(".json"):
         return None
     with path.open("rb") as stream:
-        head = stream.read(65536).decode("utf-8", "replace")
+        # "utf-8-sig": past a byte order mark, which some editors write first.
+        head = stream.read(65536).decode("utf-8-sig", "replace")
     stripped = head.lstrip()
     if stripped.startswith("{"):
         if name.endswith(".traj.json"):
@@ -153,6 +232,9 @@ def detect_format(path: Path) -> str | None:
         if '"traj"' in head and ('"reward"' in head or '"task_id"' in head):
             return "tau-bench"
         return "openai"
+    if name.endswith(".traj.json"):
+        # Named as a mini-swe-agent run, and holding no object: its reader says what it holds.
+        return "mini-swe-agent"
     return None
 
 
@@ -213,12 +295,14 @@ class Reader:
     def read(self, path: Path, corpus: str) -> Iterator[Result]:
         """The runs of one file, and a ``ReadError`` for what cannot be read."""
         try:
-            kind = detect_format(path)
+            refused = _not_a_run_file(path)
+            kind = None if refused else detect_format(path)
         except OSError as error:
             yield ReadError(str(path), "", f"cannot be read: {error.strerror or error}")
             return
-        if kind is None:
-            yield ReadError(str(path), "", f"is not a run file of a known format ({_KNOWN})")
+        if refused or kind is None:
+            message = refused or f"is not a run file of a known format ({_KNOWN})"
+            yield ReadError(str(path), "", message)
             return
         reader = _READERS[kind]
         try:
@@ -349,21 +433,43 @@ _LOG_SOURCE = re.compile(r".*:(\d+)(?: (.+))?", re.DOTALL)
 
 
 def _load(path: Path) -> Any:
+    """A corpus report beside the runs, or None where there is none to read: a report that is
+    not a regular file (a named pipe would never end) or not JSON is passed over."""
     try:
+        if not path.is_file():
+            return None
         return _load_json(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, _Malformed):
         return None
 
 
 def _load_json(path: Path) -> Any:
-    """The JSON document in ``path``. orjson decodes it three times faster; what orjson refuses
-    and Python's ``json`` takes (NaN, lone surrogates) or refuses with a
-    line and column goes through ``json``, so a file reads and fails as it always has."""
-    data = path.read_bytes()
+    """The JSON document in ``path``, past a byte order mark. orjson decodes it three times
+    faster; what orjson refuses and Python's ``json`` takes (NaN, lone surrogates) or refuses
+    with a line and column goes through ``json``, so a file reads and fails as it always has.
+    What ``json`` cannot decode either but says no more of than "too deep" or "too long" is
+    ``_Malformed`` at the line and column where orjson stopped."""
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data.decode("utf-8"))
+    except orjson.JSONDecodeError as refused:
+        text = data.decode("utf-8")  # outside the try: its UnicodeDecodeError is a ValueError
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise  # with its own line and column
+        except (RecursionError, ValueError) as error:
+            position = f"line {refused.lineno}, column {refused.colno}"
+            raise _Malformed(position, _beyond_json(error)) from None
+
+
+def _beyond_json(error: RecursionError | ValueError) -> str:
+    """What Python's ``json`` could not decode, as it says it without a position: lists and
+    objects nested deeper than its recursion goes, or an integer longer than Python converts
+    (``sys.get_int_max_str_digits``)."""
+    if isinstance(error, RecursionError):
+        return "bad JSON: lists or objects nested too deeply to decode"
+    return f"bad JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
 
 
 def _read_reports(folder: Path) -> dict[str, bool] | None:
@@ -483,14 +589,20 @@ def _int(value: Any) -> int:
     return 0
 
 
+_MAX_DOLLARS = Decimal(MAX_CALL_DOLLARS)
+
+
 def _money(value: Any) -> Decimal | None:
+    """A recorded amount of dollars, or None (unknown) for what is not one: not a number,
+    negative, or past what one model call may cost (``MAX_CALL_DOLLARS``), which no event
+    carries."""
     if value is None or isinstance(value, bool):
         return None
     try:
         amount = Decimal(str(value))
     except InvalidOperation:
         return None
-    return amount if amount.is_finite() and amount >= 0 else None
+    return amount if amount.is_finite() and 0 <= amount <= _MAX_DOLLARS else None
 
 
 def _command_name(action: str) -> str:
@@ -1114,14 +1226,21 @@ def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
     """The items of a JSON list in ``path``, decoded one at a time where they stand in a buffer
     of the next megabytes of the file: the text read is dropped from its front only when more
     is read, so that each character is copied a bounded number of times however long the file.
+
+    The list is read as strictly as ``json.loads`` reads it: a ``,`` between items and none
+    after the last, and nothing but white space after the closing ``]``. Items read before a
+    fault are yielded; the fault is ``_Malformed`` at its item and character.
     """
     decoder = json.JSONDecoder()
-    with path.open(encoding="utf-8") as stream:
+    # "utf-8-sig": past a byte order mark, which some editors write first.
+    with path.open(encoding="utf-8-sig") as stream:
         buffer = ""
         at = 0  # where the buffer's text not yet decoded starts
         offset = 0  # characters dropped from the front of the buffer
         started = False
         item = 0
+        # What may come next: an item, or "]" before the first; "," or "]" after an item.
+        after_item = False
         eof = False
 
         def read(size: int) -> None:
@@ -1133,24 +1252,33 @@ def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
             buffer = buffer[at:] + chunk
             at = 0
 
+        def where() -> str:
+            return f"item {item} (character {offset + at})"
+
         while True:
             if not eof and len(buffer) - at < _READ_AHEAD:
                 read(_READ_AHEAD)
             at = _after_blanks(buffer, at)
-            if not started:
-                if at == len(buffer):
-                    if eof:
-                        raise _Malformed("start", "expected a JSON list")
+            if at == len(buffer):
+                if not eof:
                     continue
+                if not started:
+                    raise _Malformed("start", "expected a JSON list")
+                raise _Malformed(f"item {item}", "the list is not closed")
+            if not started:
                 if buffer[at] != "[":
                     raise _Malformed("start", "expected a JSON list")
                 at += 1
                 started = True
                 continue
-            if buffer.startswith("]", at):
-                return
-            if buffer.startswith(",", at):
+            if buffer[at] == "]" and (after_item or item == 0):
                 at += 1
+                break
+            if after_item:
+                if buffer[at] != ",":
+                    raise _Malformed(where(), "bad JSON: expected ',' or ']' after an item")
+                at += 1
+                after_item = False
                 continue
             try:
                 value, end = decoder.raw_decode(buffer, at)
@@ -1161,6 +1289,8 @@ def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
                 raise _Malformed(
                     f"item {item} (character {offset + error.pos})", f"bad JSON: {error.msg}"
                 ) from None
+            except (RecursionError, ValueError) as error:
+                raise _Malformed(where(), _beyond_json(error)) from None
             # A number cut where the text read ends ("12", "0.", "1e-") may go on in what is not
             # read yet: read on, and decode it again from its start.
             if not eof and (len(buffer) - end <= 2 or _after_blanks(buffer, end) == len(buffer)):
@@ -1169,8 +1299,17 @@ def _iter_json_list(path: Path) -> Iterator[tuple[int, Any]]:
             yield item, value
             item += 1
             at = end
-            if eof and _after_blanks(buffer, at) == len(buffer):
-                raise _Malformed(f"item {item}", "the list is not closed")
+            after_item = True
+        # After the closing "]": white space to the end, read on as far as it goes.
+        while True:
+            at = _after_blanks(buffer, at)
+            if at < len(buffer):
+                raise _Malformed(
+                    f"character {offset + at}", "bad JSON: text after the list's closing ']'"
+                )
+            if eof:
+                return
+            read(_READ_AHEAD)
 
 
 def _read_tau(
@@ -1247,7 +1386,7 @@ def _conversation(container: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
 
 
 def _first_character(path: Path) -> str:
-    with path.open(encoding="utf-8") as stream:
+    with path.open(encoding="utf-8-sig") as stream:
         while (character := stream.read(1)).isspace():
             pass
     return character
