@@ -185,3 +185,17 @@ def test_a_bad_line_names_the_file_and_the_line() -> None:
     stream = io.StringIO('{"type": "TurnStarting"}\n{"type": "ToolCall", "nme": "ls"}\n')
     with pytest.raises(InvalidValueError, match=r":2"):
         list(read_event_log(stream))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "text"),
+    [("utf-8", "a lone \ud800 surrogate"), ("latin-1", "café ✓"), ("ascii", "café")],
+)
+def test_a_line_the_stream_cannot_encode_is_written_with_escapes(encoding: str, text: str) -> None:
+    stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+    write_line(stream, event_to_dict(RunEnded(output=text)))
+    write_line(stream, {"type": "Label", "outcome": {"partial_output": text}})
+    stream.seek(0)
+    first, label = read_event_log(stream)
+    assert first.event == RunEnded(output=text)
+    assert label.label == {"type": "Label", "outcome": {"partial_output": text}}

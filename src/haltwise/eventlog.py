@@ -206,8 +206,16 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
 
 
 def write_line(stream: IO[str], data: Mapping[str, Any]) -> None:
-    """Write one log line (an ``event_to_dict``/``decision_to_dict`` result, or a label)."""
-    stream.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    """Write one log line (an ``event_to_dict``/``decision_to_dict`` result, or a label).
+
+    Text is written as it is, unless the stream's encoding cannot hold a character of it (a
+    lone surrogate, which no UTF-8 encoder takes; an emoji on a Latin-1 stream): the line is
+    then written with every character past ASCII as its JSON escape, which reads back the
+    same. A log line is never lost to its text (the run's last line is its outcome)."""
+    try:
+        stream.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    except UnicodeEncodeError:
+        stream.write(json.dumps(data, separators=(",", ":")) + "\n")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

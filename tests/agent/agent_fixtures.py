@@ -1,4 +1,5 @@
-"""Fixtures for the agent's tests: a temporary workspace and store, and no real user state.
+"""Fixtures for the agent's tests: a temporary workspace and store, no real user state, and
+an endpoint that writes every character past ASCII as a JSON escape (``escaping_server``).
 
 Every test talks to ``haltwise.testing.ScriptedServer`` through the real ``openai`` client; no
 test reads the environment's keys, endpoints or the user's data directory. Each test module
@@ -8,9 +9,14 @@ loads them (``pytest_plugins = ["agent_fixtures"]``): a second ``conftest.py`` w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+
+import haltwise.testing.server
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,3 +54,16 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store" / "haltwise.db"
+
+
+@pytest.fixture
+def escaping_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ScriptedServer`` writes its JSON as Python does by default, every character past
+    ASCII as an escape: a lone surrogate in a script then goes out as JSON's ``"\\ud800"``,
+    the way one reaches a client from a real endpoint (as UTF-8, it could not be sent)."""
+
+    def dumps(value: object, **options: Any) -> str:
+        return json.dumps(value, **{**options, "ensure_ascii": True})
+
+    writer = SimpleNamespace(dumps=dumps, loads=json.loads)
+    monkeypatch.setattr(haltwise.testing.server, "json", writer)

@@ -11,15 +11,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from child_process import child_environ, default_signals
+from misreported import MisreportedUsage
 
 from haltwise.agent.store import Store
 from haltwise.cli import main
 from haltwise.eventlog import read_event_log
-from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
+from haltwise.testing import ScriptedServer, ScriptEntry, ToolCall, reply, tool_call
 
 #: The workspace, the store and the isolation from the user's environment.
 pytest_plugins = ["agent_fixtures"]
@@ -320,3 +321,78 @@ def test_a_cost_limit_on_an_unpriced_model_fails_before_spending(
         assert server.requests == []
     assert code == 2
     assert "no price is known for model 'scripted-model'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# What a misbehaving model or endpoint sends ends the run as any answer does
+
+
+def test_a_deeply_nested_tool_call_is_shown_as_it_came(
+    workspace: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nested = '{"path":' + "[" * 5000 + "]" * 5000 + "}"
+    script = [reply(tool_calls=[ToolCall("read_file", nested)]), reply("done")]
+    with ScriptedServer(script, model=MODEL) as server:
+        code = main(run_args(server, workspace, store_path, "Read."))  # the chat's view too
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out == "done\n"
+    assert 'read_file({"path":[[[[' in captured.err
+    assert "the arguments are not valid JSON: nested too deeply" in captured.err
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], []])
+def test_a_lone_surrogate_from_the_model_ends_the_run_with_its_label(
+    workspace: Path,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    escaping_server: None,
+    json_flag: list[str],
+) -> None:
+    unnamed = reply("Let me look \ud800.", tool_calls=[ToolCall("read\ud800", "{}")])
+    with ScriptedServer([unnamed, reply("done \ud800")], model=MODEL) as server:
+        code = main(run_args(server, workspace, store_path, "Read.", *json_flag))
+    captured = capsys.readouterr()  # UTF-8, strict, as a pipe is
+    assert code == 0
+    if not json_flag:
+        assert captured.out == "done \ufffd\n"
+        return
+    lines = json_lines(captured.out)
+    assert [line["type"] for line in lines].count("Label") == 1
+    assert lines[-1]["outcome"]["partial_output"] == "done \ufffd"
+    calls = [line for line in lines if line["type"] == "ToolCall"]
+    assert calls[0]["name"] == "read\ufffd"
+
+
+def test_an_answer_stdout_cannot_encode_is_escaped(
+    workspace: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for json_flag in ([], ["--json"]):
+        stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+        monkeypatch.setattr(sys, "stdout", stdout)
+        with ScriptedServer([reply("café ✓")], model=MODEL) as server:
+            code = main(run_args(server, workspace, store_path, "Hi.", "-q", *json_flag))
+        stdout.flush()
+        written = stdout.buffer.getvalue().decode("ascii")
+        assert code == 0
+        if json_flag:
+            assert json_lines(written)[-1]["outcome"]["partial_output"] == "café ✓"
+        else:
+            assert written == "caf\\xe9 \\u2713\n"
+
+
+def test_usage_that_is_not_a_count_is_a_warning_not_an_error(
+    workspace: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    usage = MisreportedUsage(cast(int, "x"), 1)
+    with ScriptedServer([reply("done", usage=usage)], model=MODEL) as server:
+        code = main(run_args(server, workspace, store_path, "Hi.", "--json"))
+        endpoint = server.base_url
+    captured = capsys.readouterr()
+    assert code == 0
+    said = f"the model endpoint at {endpoint} reported usage.prompt_tokens='x', which is not"
+    assert said in captured.err
+    lines = json_lines(captured.out)
+    [response] = [line for line in lines if line["type"] == "ModelResponse"]
+    assert response["answered"] is False  # counted at what its request reserved
+    [warning] = lines[-1]["warnings"]
+    assert warning.startswith(said)

@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
 import pytest
+from misreported import MisreportedUsage
 
 import haltwise
 from haltwise import Answer, Ask, Choice, Status
@@ -27,6 +28,7 @@ from haltwise.testing import (
     ScriptedResponse,
     ScriptedServer,
     ScriptEntry,
+    ToolCall,
     error,
     reply,
     tool_call,
@@ -55,6 +57,7 @@ class Recorder(Listener):
         self.statuses: list[AgentStatus] = []
         self.turn_counts: list[int] = []
         self.notes: list[str] = []
+        self.warnings: list[str] = []
         self.asks: list[Ask] = []
         self.outputs: list[ToolOutput] = []
         self.streamed = ""
@@ -74,6 +77,9 @@ class Recorder(Listener):
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def warning(self, text: str) -> None:
+        self.warnings.append(text)
 
     def asking(self, ask: Ask) -> None:
         self.asks.append(ask)
@@ -473,10 +479,18 @@ def test_endpoints_without_stream_options_still_work(workspace: Path) -> None:
             return error(400, "Unrecognized request argument supplied: stream_options")
         return reply("fine")
 
-    with agent_for([picky, picky], workspace, haltwise.max_turns(5)) as (agent, server, _):
+    with agent_for([picky, picky], workspace, haltwise.max_turns(5)) as (agent, server, seen):
+        agent.max_output_tokens = 64
         outcome = agent.send("Hi.")
+        endpoint = server.base_url
     assert outcome.partial_output == "fine"
     assert "stream_options" not in server.requests[-1]
+    # With no usage, the call counts at what its request reserved: unknown is not zero.
+    assert outcome.usage.output_tokens == 64
+    assert seen.warnings == [
+        f"the model endpoint at {endpoint} reported no token usage: such a model call "
+        "counts at what its request reserved (its prompt and max_tokens), never as free"
+    ]
 
 
 def test_turn_limit_command_semantics(workspace: Path) -> None:
@@ -510,3 +524,74 @@ def test_turn_limit_command_semantics(workspace: Path) -> None:
             agent.set_turn_limit(50)
         release.set()
         thread.join(5)
+
+
+def test_a_lone_surrogate_from_the_model_is_mended_where_it_enters(
+    workspace: Path, escaping_server: None
+) -> None:
+    calls = [
+        ToolCall("read\ud800", "{}", id="call\ud800"),
+        ToolCall("write_file", '{"path": "b.txt", "content": "a\ud800"}'),
+    ]
+    script = [reply(tool_calls=calls, usage=(10, 5)), reply("done \ud800", usage=(20, 2))]
+    with agent_for(script, workspace, haltwise.max_turns(5)) as (agent, server, seen):
+        outcome = agent.send("Go.")
+    assert outcome.status is Status.COMPLETED
+    assert outcome.partial_output == seen.streamed == "done \ufffd"
+    assistant, unnamed, written = server.requests[1]["messages"][-3:]
+    # Names and ids are text: U+FFFD. Arguments are JSON: the same JSON, escaped, which the
+    # tool refuses rather than write a replacement character the model never wrote.
+    assert assistant["tool_calls"][0]["id"] == "call\ufffd"
+    assert [call["function"] for call in assistant["tool_calls"]] == [
+        {"name": "read\ufffd", "arguments": "{}"},
+        {"name": "write_file", "arguments": '{"path": "b.txt", "content": "a\\ud800"}'},
+    ]
+    assert unnamed["content"].startswith("error: no tool named 'read\ufffd'")
+    assert "lone surrogate" in written["content"]
+    assert not (workspace / "b.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("usage", "figure"),
+    [
+        (MisreportedUsage(-5, 1), "usage.prompt_tokens=-5"),
+        (MisreportedUsage(10**20, 1), "usage.prompt_tokens=100000000000000000000"),
+        (MisreportedUsage(cast(int, "x"), 1), "usage.prompt_tokens='x'"),
+        (MisreportedUsage(cast(int, None), 1), "usage.prompt_tokens=None"),
+        (MisreportedUsage(12, cast(int, 1.5)), "usage.completion_tokens=1.5"),
+        (MisreportedUsage(12, True), "usage.completion_tokens=True"),
+        (MisreportedUsage(12, 1, cached_tokens=-1), "usage.prompt_tokens_details.cached_tokens=-1"),
+    ],
+)
+def test_usage_that_is_not_a_count_counts_at_the_reservation(
+    workspace: Path, usage: MisreportedUsage, figure: str
+) -> None:
+    listing = reply(tool_calls=[tool_call("list_dir")], usage=(300, 9))
+    misreported = reply(tool_calls=[tool_call("list_dir")], usage=usage)
+    script = [listing, misreported, reply("done", usage=usage)]
+    with agent_for(script, workspace, haltwise.max_tokens(10_000)) as (agent, server, seen):
+        agent.max_output_tokens = 50
+        outcome = agent.send("Go.")
+        endpoint = server.base_url
+    assert outcome.status is Status.COMPLETED
+    # Each misreported call counts as its request reserved: the last prompt and max_tokens.
+    assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (300 * 3, 9 + 50 * 2)
+    assert seen.warnings == [  # once a run
+        f"the model endpoint at {endpoint} reported {figure}, which is not a token "
+        "count: such a model call counts at what its request reserved (its prompt and "
+        "max_tokens), never as free"
+    ]
+
+
+def test_cached_tokens_past_the_prompt_are_cut_to_it(workspace: Path) -> None:
+    # Some proxies count the cached tokens outside the prompt; the prompt's count stands.
+    usage = MisreportedUsage(10, 1, cached_tokens=500)
+    with agent_for([reply("done", usage=usage)], workspace, haltwise.max_turns(5)) as (
+        agent,
+        _,
+        seen,
+    ):
+        outcome = agent.send("Go.")
+    assert outcome.status is Status.COMPLETED
+    assert (outcome.usage.input_tokens, outcome.usage.cache_read_tokens) == (10, 10)
+    assert seen.warnings == []

@@ -4,10 +4,10 @@ At a limit the run stops (the seeds' silent abort: there is no one to ask), or, 
 says ``synthesize``, a tools-free pass writes the best answer first. Progress goes to stderr and
 the answer to stdout; with ``--json``, stdout gets the run as ``haltwise.eventlog`` JSON lines:
 each event, then the governor's decision on it, and last a ``Label`` line with the outcome
-(``{"type": "Label", "outcome": {...}, "exit_code": 3, "sandbox": {...}, ...}``). Whatever
-ends a run once it has started (its answer, a limit, an error, a signal, a bug of ours), the stream
-ends with exactly one ``Label`` line and the store holds the run's final status. Unless
-``--quiet``, stderr first gets the run's header: the shell sandbox in force.
+(``{"type": "Label", "outcome": {...}, "exit_code": 3, "sandbox": {...}, "warnings": [...],
+...}``). Whatever ends a run once it has started (its answer, a limit, an error, a signal, a bug
+of ours), the stream ends with exactly one ``Label`` line and the store holds the run's final
+status. Unless ``--quiet``, stderr first gets the run's header: the shell sandbox in force.
 
 SIGINT (Ctrl-C), SIGTERM (``timeout``, systemd, CI, container runtimes) and SIGHUP cancel the run
 the same way: the call in flight is cut off, the run ends ``cancelled`` and checkpointed; a
@@ -95,7 +95,8 @@ class Ending:
 class JsonLines(Listener):
     """The run as ``haltwise.eventlog`` lines (what ``haltwise audit`` reads back): each event,
     then the governor's decision on it; last, a ``Label`` line with the run's outcome, its exit
-    code, the model and the shell sandbox in force (``Sandbox.summary``).
+    code, the model, the shell sandbox in force (``Sandbox.summary``) and the warnings the run
+    gave (``Listener.warning``).
 
     A closed ``out`` (its reader went away) raises ``BrokenPipeError``, unless ``on_closed`` is
     given: it is then called once, and nothing more is written."""
@@ -106,6 +107,7 @@ class JsonLines(Listener):
         self.out = out
         self.model = model
         self.sandbox: dict[str, Any] | None = None
+        self.warnings: list[str] = []
         self.on_closed = on_closed
         self.closed = False
         self._lock = threading.Lock()
@@ -129,6 +131,9 @@ class JsonLines(Listener):
     def event(self, event: Event, decision: Decision) -> None:
         self.write(event_to_dict(event), decision_to_dict(decision))
 
+    def warning(self, text: str) -> None:
+        self.warnings.append(text)
+
     def outcome(self, outcome: Outcome, code: int) -> None:
         self.write(
             {
@@ -138,6 +143,7 @@ class JsonLines(Listener):
                 "exit_status": outcome.reason,
                 "model": self.model,
                 "sandbox": self.sandbox,
+                "warnings": self.warnings,
             }
         )
 
@@ -203,6 +209,17 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
     if "error" in result:
         raise result["error"]
     return Ending(result["outcome"], received[0] if received else None)
+
+
+def _write_text(stream: TextIO, text: str) -> None:
+    """Write ``text``; what the stream's encoding cannot hold (an answer's emoji on a Latin-1
+    terminal, a lone surrogate) as a backslash escape, as Python writes to stderr, rather than
+    lose the answer to a ``UnicodeEncodeError`` once the run is over."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
 def _tell(stream: TextIO, line: str) -> None:
@@ -316,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
         if json_lines is not None:
             json_lines.outcome(outcome, code)
         elif outcome.partial_output and not closed.closed:
-            stdout.write(outcome.partial_output.rstrip("\n") + "\n")
+            _write_text(stdout, outcome.partial_output.rstrip("\n") + "\n")
         if closed.closed:
             silence_stdout()
             return EXIT_BROKEN_PIPE

@@ -26,6 +26,8 @@ Faces hear about everything through a ``Listener`` (no-op methods; override what
 from __future__ import annotations
 
 import queue
+import re
+import reprlib
 import threading
 import time
 import uuid
@@ -40,6 +42,7 @@ from ..drivers.prompters import Prompter
 from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, HaltwiseError
 from ..engine.events import (
+    MAX_COUNT,
     Event,
     Injected,
     ModelRequest,
@@ -59,7 +62,15 @@ from ..engine.policies import Evidence
 from .store import RunRecord, Store
 from .tools import Toolbox, ToolOutput
 
-__all__ = ["SYSTEM_PROMPT", "Agent", "AgentError", "AgentStatus", "Fanout", "Listener"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "Agent",
+    "AgentError",
+    "AgentStatus",
+    "Fanout",
+    "Listener",
+    "without_lone_surrogates",
+]
 
 SYSTEM_PROMPT = """\
 You are a careful coding agent working in the folder {workspace}.
@@ -157,6 +168,10 @@ class Listener:
     def note(self, text: str) -> None:
         """A soft limit's note was put into the conversation for the model."""
 
+    def warning(self, text: str) -> None:
+        """Something the human should know and the run goes on with (the endpoint's usage
+        could not be read); the model does not see it."""
+
     def injected(self, text: str) -> None:
         """A message the human typed during the run was put into the conversation."""
 
@@ -211,6 +226,10 @@ class Fanout(Listener):
         for listener in self.listeners:
             listener.note(text)
 
+    def warning(self, text: str) -> None:
+        for listener in self.listeners:
+            listener.warning(text)
+
     def injected(self, text: str) -> None:
         for listener in self.listeners:
             listener.injected(text)
@@ -263,6 +282,8 @@ class _Reply:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    #: False when the endpoint reported no usage, or figures that are not token counts: the
+    #: call then counts at what its request reserved (``_response_event``).
     usage_known: bool = False
 
 
@@ -337,6 +358,7 @@ class Agent:
         self._inbox: queue.Queue[str] = queue.Queue()
         self._waiting: queue.Queue[tuple[str, Any]] | None = None
         self._stream_usage = True
+        #: False once a model call of the current run had no usable usage (it was said once).
         self._usage_known = True
         self._run: Run | None = None
 
@@ -671,33 +693,30 @@ class Agent:
             deadline = time.monotonic() + left
         reply = _Reply()
         calls: dict[int, _Call] = {}
+        usage = None
         try:
             for chunk in self._chunks(request, deadline):
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
-                    reply.usage_known = True
-                    reply.input_tokens = int(usage.prompt_tokens or 0)
-                    reply.output_tokens = int(usage.completion_tokens or 0)
-                    details = getattr(usage, "prompt_tokens_details", None)
-                    reply.cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
+                # Some endpoints report usage on every chunk: the last one counts.
+                usage = getattr(chunk, "usage", None) or usage
                 for choice in chunk.choices or ():
                     delta = choice.delta
                     if delta is None:
                         continue
                     if delta.content:
-                        reply.text += delta.content
-                        self.listener.text(delta.content)
+                        text = without_lone_surrogates(delta.content)
+                        reply.text += text
+                        self.listener.text(text)
                     for part in delta.tool_calls or ():
                         index = part.index if part.index is not None else len(calls)
                         call = calls.setdefault(index, _Call())
                         if part.id:
-                            call.call_id = part.id
+                            call.call_id = without_lone_surrogates(part.id)
                         function = part.function
                         if function is not None:
                             if function.name and not call.name:
-                                call.name = function.name
+                                call.name = without_lone_surrogates(function.name)
                             if function.arguments:
-                                call.arguments += function.arguments
+                                call.arguments += _escaped(function.arguments)
         except _Cancelled as cut:
             cut.partial = reply.text
             raise
@@ -707,9 +726,36 @@ class Agent:
         for number, call in enumerate(reply.calls, 1):
             call.call_id = call.call_id or f"call_{uuid.uuid4().hex[:8]}_{number}"
             call.name = call.name or "unnamed_tool"
-        if not reply.usage_known:
-            self._usage_known = False
+        self._read_usage(reply, usage)
         return reply
+
+    def _read_usage(self, reply: _Reply, usage: Any) -> None:
+        """Take the endpoint's token counts into ``reply``. A call with none, or with a figure
+        that is not a count, has unknown usage; the first of a run is said in a warning naming
+        the endpoint and the figure.
+
+        Such a call is not an error of the run, nor of the user's settings: the endpoint
+        misbehaved, and the answer it gave is as good as any. Nor is its usage zero, or a
+        guess from a figure known to be wrong (a negative count, ``1.5``, ``"x"``): it is
+        unknown, and the governor counts a call whose usage is unknown at what its request
+        reserved (its prompt and ``max_tokens``), never as free, so that the token and cost
+        limits keep their worst case. ``cached_tokens`` past ``prompt_tokens`` (some proxies
+        count the cached tokens outside the prompt) is the exception: the prompt's count is
+        the one the limits read, so it stands and the cached count is cut to it, as the
+        audit's readers do."""
+        counts = None if usage is None else _token_counts(usage)
+        if isinstance(counts, tuple):
+            reply.input_tokens, reply.output_tokens, reply.cached_tokens = counts
+            reply.usage_known = True
+            return
+        if not self._usage_known:
+            return
+        self._usage_known = False
+        what = "no token usage" if counts is None else f"{counts}, which is not a token count"
+        self.listener.warning(
+            f"the model endpoint at {self._endpoint()} reported {what}: such a model call "
+            "counts at what its request reserved (its prompt and max_tokens), never as free"
+        )
 
     def _chunks(self, request: dict[str, Any], deadline: float | None) -> Iterator[Any]:
         """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate and
@@ -777,7 +823,7 @@ class Agent:
         """A clear ``AgentError`` for the endpoint's failures; anything else unchanged."""
         import openai
 
-        where = self._base_url or str(getattr(self.client, "base_url", "")) or "the endpoint"
+        where = self._endpoint()
         if isinstance(error, openai.APITimeoutError):
             return AgentError(f"the model endpoint at {where} did not answer in time")
         if isinstance(error, openai.APIConnectionError):
@@ -802,6 +848,10 @@ class Agent:
                 f"{_error_message(error)}"
             )
         return error
+
+    def _endpoint(self) -> str:
+        """The endpoint's address, for messages."""
+        return self._base_url or str(getattr(self.client, "base_url", "")) or "the endpoint"
 
     # ----------------------------------------------------------------------------------------
     # Keeping the conversation whole and stored
@@ -843,6 +893,12 @@ class Agent:
 
 
 def _response_event(model: str, reply: _Reply) -> ModelResponse:
+    """The reply as the governor counts it; with its usage unknown, at what its request
+    reserved (``answered=False``)."""
+    if not reply.usage_known:
+        return ModelResponse(
+            model=model, text=reply.text or None, tool_calls=len(reply.calls), answered=False
+        )
     return ModelResponse(
         model=model,
         input_tokens=reply.input_tokens,
@@ -851,6 +907,50 @@ def _response_event(model: str, reply: _Reply) -> ModelResponse:
         text=reply.text or None,
         tool_calls=len(reply.calls),
     )
+
+
+def _token_counts(usage: Any) -> tuple[int, int, int] | str:
+    """The prompt, completion and cached tokens of an endpoint's usage (cached cut to the
+    prompt: ``Agent._read_usage`` says why); or, for the first figure that is not a count
+    the governor takes (an int from 0 to 2^53 - 1), that figure as ``name=value``."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    figures: dict[str, Any] = {
+        "usage.prompt_tokens": getattr(usage, "prompt_tokens", None),
+        "usage.completion_tokens": getattr(usage, "completion_tokens", None),
+        # Left out by many endpoints: nothing was read from a cache.
+        "usage.prompt_tokens_details.cached_tokens": 0 if cached is None else cached,
+    }
+    for name, value in figures.items():
+        if type(value) is not int or not 0 <= value <= MAX_COUNT:
+            return f"{name}={reprlib.repr(value)}"
+    prompt, completion, cached = figures.values()
+    return prompt, completion, min(cached, prompt)
+
+
+#: A UTF-16 surrogate. In a Python string it is half of a pair, never a character of its own:
+#: JSON's ``"\ud800"`` decodes to one, and no UTF-8 encoder takes it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the replacement character), and a
+    pair that came as two characters made one.
+
+    A model, or a proxy that cuts UTF-16 text, may stream a lone surrogate; kept, it would fail
+    whatever writes the text next: the event log, the store, the terminal, the next request.
+    The reply's text and its tool names and call ids pass through here as they arrive."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _escaped(arguments: str) -> str:
+    """A tool call's JSON arguments with each surrogate written as its JSON escape: the same
+    JSON, now encodable. The tool then refuses a lone surrogate in an argument, as it refuses
+    an escaped one, with an error the model can act on; U+FFFD in its place would have a
+    ``write_file`` write text the model never wrote."""
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", arguments)
 
 
 def _max_tokens(decision: Decision) -> int | None:

@@ -16,8 +16,8 @@ from rich.text import Text
 from ..engine.decisions import Ask, Decision, Stop
 from ..engine.events import Event, TurnStarting
 from ..engine.outcome import Outcome, Status
-from .loop import AgentStatus, Listener
-from .tools import ToolOutput
+from .loop import AgentStatus, Listener, without_lone_surrogates
+from .tools import ToolError, ToolOutput, _decode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,15 +53,16 @@ def sandbox_line(sandbox: Sandbox) -> Text:
 
 
 def _arguments(raw: str) -> str:
+    """A tool call's arguments on one line: ``name=value, ...``, decoded as the tool decodes
+    them; what the tool cannot decode (not JSON, nested too deeply, not an object) as it came.
+    A value may hold a lone surrogate (JSON's ``"\\ud800"``), which no terminal can print."""
     try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return short(raw, 90)
-    if isinstance(parsed, dict):
-        return short(
-            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items()), 90
-        )
-    return short(raw, 90)
+        arguments = _decode(raw)
+        # Encoding a value again may recurse deeper than decoding it did.
+        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    except (ToolError, RecursionError):
+        shown = raw
+    return short(without_lone_surrogates(shown), 90)
 
 
 class TerminalView(Listener):
@@ -143,6 +144,9 @@ class TerminalView(Listener):
 
     def note(self, text: str) -> None:
         self.console.print(Text(f"  ⚠ haltwise → model: {text}", style="bold yellow"))
+
+    def warning(self, text: str) -> None:
+        self.console.print(Text(f"  ⚠ {text}", style="yellow"), soft_wrap=True)
 
     def injected(self, text: str) -> None:
         self.console.print(Text(f"  ↳ you, mid-run (no count reset): {short(text)}", style="cyan"))
