@@ -197,7 +197,12 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
             if not received:
                 continue
             first = received[0]
+            reason = STOP_SIGNALS[signal.Signals(first).name]
             if len(received) > 1:
+                # Both within one wait: the first one's cancel is made before the run is
+                # abandoned, which ends it as that cancel would have.
+                if not cancelled:
+                    agent.cancel(reason)
                 return Ending(agent.abandon(), first, abandoned=True)
             if not cancelled:
                 if not told and stderr is not None:
@@ -205,7 +210,7 @@ def run_to_end(agent: Agent, task: str, *, stderr: TextIO | None = None) -> Endi
                     _tell(stderr, "cancelling the run… (once more to quit at once)")
                     told = True
                 # Until the run has begun there is nothing to cancel: try again next time.
-                cancelled = agent.cancel(STOP_SIGNALS[signal.Signals(first).name])
+                cancelled = agent.cancel(reason)
     if "error" in result:
         raise result["error"]
     return Ending(result["outcome"], received[0] if received else None)
