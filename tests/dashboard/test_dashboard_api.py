@@ -133,6 +133,29 @@ def test_a_bad_answer_is_refused_and_changes_nothing(
     assert ledger.pending("waits")[0].answer is None
 
 
+def test_stopping_a_run_that_is_not_live_is_refused_and_says_so(
+    client: TestClient, ledger: MemoryLedger
+) -> None:
+    headers = {TOKEN_HEADER: TOKEN}
+    ledger.finish("works", {"status": "completed", "reason": "completed"})
+    for run_id in ("works", "work", "never-ran"):
+        refused = client.post(f"/api/runs/{run_id}/stop", headers=headers)
+        assert refused.status_code == 409, run_id
+        assert refused.json()["error"] == (
+            f"run {run_id!r} is not live: it has ended, or no run has that id"
+        )
+        assert ledger.killed(run_id) is None
+
+
+def test_a_body_nested_too_deep_is_a_bad_request(client: TestClient, ledger: MemoryLedger) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    headers = {TOKEN_HEADER: TOKEN, "content-type": "application/json"}
+    for path in ("/api/stop", "/api/runs/waits/answer"):
+        assert client.post(path, content=deep, headers=headers).status_code == 400, path
+    assert ledger.killed("works") is None
+    assert ledger.pending("waits")[0].answer is None
+
+
 def test_actions_are_post_only(client: TestClient, ledger: MemoryLedger) -> None:
     headers = {TOKEN_HEADER: TOKEN}
     for path in ("/api/runs/works/stop", "/api/runs/waits/answer", "/api/stop"):

@@ -133,6 +133,65 @@ def test_kill_flags_reach_a_run_by_id_by_key_or_all(make_ledger: LedgerFactory) 
     assert sorted(two.kill(None, "all")) == ["r1", "r2", "r3"]
 
 
+def test_only_live_runs_are_told_to_stop(make_ledger: LedgerFactory) -> None:
+    one, two = make_ledger(), make_ledger()
+    one.register(RunInfo("c2e94760a1b2c3d4", keys=("a",)))
+    one.register(RunInfo("ended", keys=("a",)))
+    one.finish("ended", {"status": "completed", "reason": "completed"})
+    assert two.kill("c2e94760", "a shortened id") == []
+    assert two.kill("never-ran", "no such run") == []
+    assert two.kill("ended", "too late") == []
+    assert [one.killed(run_id) for run_id in ("c2e94760", "never-ran", "ended")] == [None] * 3
+    assert two.kill(None, "all") == ["c2e94760a1b2c3d4"]
+
+
+def test_a_kill_flag_ends_with_its_run(make_ledger: LedgerFactory) -> None:
+    one, two = make_ledger(), make_ledger()
+    one.register(RunInfo("r1"))
+    assert two.kill("r1", "enough") == ["r1"]
+    one.finish("r1", {"status": "cancelled", "reason": "killed"})
+    assert two.killed("r1") is None
+    one.register(RunInfo("r1"))  # resumed: it runs on
+    assert one.heartbeat("r1", {}, "running") is None
+    # A run whose process died before it ended registers again when resumed: the flag that
+    # was for the dead process does not stop the new one.
+    assert two.kill("r1", "stuck") == ["r1"]
+    one.register(RunInfo("r1"))
+    assert one.heartbeat("r1", {}, "running") is None
+
+
+def test_stop_all_reaches_every_live_run(make_ledger: LedgerFactory) -> None:
+    one, two = make_ledger(), make_ledger()
+    for number in range(150):
+        one.register(RunInfo(f"r{number:03d}", keys=("a" if number % 3 else "b",)))
+    assert len(one.runs()) == 100  # what a listing shows by default
+    assert len(two.kill(None, "budget", key="a")) == 100
+    assert len(two.kill(None, "all")) == 150
+    assert all(one.killed(f"r{number:03d}") for number in range(150))
+
+
+def test_a_heartbeat_records_again_a_run_the_ledger_lost(make_ledger: LedgerFactory) -> None:
+    one, two = make_ledger(), make_ledger()
+    info = RunInfo("lost", host="h", pid=7, keys=("a",))
+    assert one.heartbeat("lost", {"turns": 1}, "running") is None
+    assert two.runs() == []  # without its registration, a heartbeat records nothing
+    one.heartbeat("lost", {"turns": 2}, "waiting", info=info)
+    (found,) = two.runs()
+    assert (found.run_id, found.pid, found.keys) == ("lost", 7, ("a",))
+    assert (found.counts, found.status) == ({"turns": 2}, "waiting")
+    assert found.heartbeat >= found.started > 0
+    assert two.kill(None, "found again") == ["lost"]
+
+
+def test_recent_runs_are_the_newest_first(make_ledger: LedgerFactory) -> None:
+    one = make_ledger()
+    for number in range(5):
+        one.register(RunInfo(f"r{number}", started=1_000.0 + number))
+        one.finish(f"r{number}", {"status": "completed", "reason": "completed"})
+    assert [info.run_id for info in make_ledger().runs(live=False, limit=2)] == ["r4", "r3"]
+    assert make_ledger().runs(live=False, limit=0) == []
+
+
 def test_the_first_answer_wins(make_ledger: LedgerFactory) -> None:
     one, two = make_ledger(), make_ledger()
     with pytest.raises(LedgerError, match="not waiting"):

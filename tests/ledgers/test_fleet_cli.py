@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from haltwise.engine.ledger import RunInfo
+from haltwise.ledgers.sqlite import SqliteLedger
 from haltwise.testing import ScriptedServer, reply, tool_call
 
 MODEL = "scripted-model"
@@ -83,14 +85,49 @@ def outcome_of(process: Any) -> tuple[int, dict[str, Any]]:
     return process.returncode, lines[-1]
 
 
-def test_approve_and_stop_runs_from_another_process(tmp_path: Path) -> None:
-    ledger = f"sqlite://{tmp_path / 'fleet.db'}"
+def fleet_env(tmp: Path) -> dict[str, str]:
+    """This machine's environment, with the fleet's ledger in ``tmp`` and nothing of the user's."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("HALTWISE_", "OPENAI_"))
     }
-    env.update(HALTWISE_LEDGER=ledger, XDG_DATA_HOME=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    ledger = f"sqlite://{tmp / 'fleet.db'}"
+    env.update(HALTWISE_LEDGER=ledger, XDG_DATA_HOME=str(tmp / "data"), PYTHONUNBUFFERED="1")
+    return env
+
+
+def test_stop_refuses_a_run_that_is_not_live(tmp_path: Path) -> None:
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        ledger.register(RunInfo("c2e94760a1b2c3d4"))
+        ledger.register(RunInfo("ended"))
+        ledger.finish("ended", {"status": "completed", "reason": "completed"})
+    env = fleet_env(tmp_path)
+    for run_id in ("c2e94760", "ended"):  # a shortened id; a run that is over
+        refused = haltwise("stop", run_id, env=env)
+        assert refused.returncode == 1
+        assert f"run {run_id!r} is not live: it has ended, or no run has that id" in refused.stderr
+        assert refused.stdout == ""
+    told = haltwise("stop", "c2e94760a1b2c3d4", "--reason", "enough", env=env)
+    assert (told.returncode, told.stdout) == (0, "c2e94760a1b2c3d4: told to stop (enough)\n")
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        assert ledger.killed("ended") is None
+
+
+def test_commands_that_read_runs_make_no_ledger_where_a_mistyped_path_points(
+    tmp_path: Path,
+) -> None:
+    env = fleet_env(tmp_path)
+    mistyped = tmp_path / "no such folder" / "fleet.db"
+    for command in (["runs"], ["budgets"], ["stop", "--all"], ["approve", "r1", "--abort"]):
+        refused = haltwise(*command, "--ledger", f"sqlite://{mistyped}", env=env)
+        assert refused.returncode == 2, command
+        assert f"there is no SQLite ledger '{mistyped}': check the path" in refused.stderr
+    assert not mistyped.parent.exists()
+
+
+def test_approve_and_stop_runs_from_another_process(tmp_path: Path) -> None:
+    env = fleet_env(tmp_path)
 
     def reading(delay: float) -> Any:
         """Reads the notes a line further each turn: progress, never a loop."""

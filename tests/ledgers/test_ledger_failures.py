@@ -1,7 +1,9 @@
 """A ledger that fails: a clear error naming what is wrong, and nothing lost.
 
 A file that is not a SQLite database and bad URLs are refused when opened, saying what would be
-accepted, and the file is left as it was. A Redis server that stops mid-run stops a run with
+accepted, and the file is left as it was; a command that only reads makes no ledger where a
+mistyped path points. A SQLite file deleted under a running process stops it from spending in
+a file no other process sees. A Redis server that stops mid-run stops a run with
 shared limits (``ledger_unavailable``, naming the URL and the error); restarted, it has every
 count it had, and the ledgers that were open carry on.
 """
@@ -28,8 +30,10 @@ from haltwise import (
     max_cost,
     max_turns,
 )
-from haltwise.engine.ledger import Budget
+from haltwise.engine.errors import LedgerError
+from haltwise.engine.ledger import Budget, RunInfo
 from haltwise.ledgers import open_ledger
+from haltwise.ledgers.sqlite import SqliteLedger
 
 from .conftest import RedisServer
 
@@ -65,6 +69,32 @@ def test_bad_urls_say_what_would_do(url: str, says: str) -> None:
 def test_a_folder_where_the_file_should_be_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot open the SQLite ledger"):
         open_ledger(f"sqlite://{tmp_path}")
+
+
+def test_a_reader_makes_no_ledger_where_a_mistyped_path_points(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "fleet.db"
+    with pytest.raises(ConfigurationError, match=r"there is no SQLite ledger .*fleet\.db"):
+        open_ledger(f"sqlite://{missing}", create=False)
+    assert list(tmp_path.iterdir()) == []
+    open_ledger(f"sqlite://{missing}").close()  # a run makes it
+    open_ledger(f"sqlite://{missing}", create=False).close()
+
+
+def test_a_sqlite_file_deleted_mid_run_stops_its_spending(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("r1"))
+    assert ledger.charge(Budget("team", "turns"), 1, 1).granted
+    for leftover in tmp_path.iterdir():
+        leftover.unlink()
+    with pytest.raises(LedgerError, match=r"fleet\.db' was deleted while in use"):
+        ledger.heartbeat("r1", {}, "running")
+    # Another process now starts the file afresh: this one must not spend the budget again
+    # where no one else sees it.
+    SqliteLedger(path).close()
+    with pytest.raises(LedgerError, match="was deleted while in use"):
+        ledger.charge(Budget("team", "turns"), 1, 1)
+    ledger.close()
 
 
 def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(

@@ -15,6 +15,7 @@ from haltwise import (
     Choice,
     Continue,
     Governor,
+    Guard,
     InvalidValueError,
     ModelRequest,
     ModelResponse,
@@ -235,6 +236,49 @@ def test_failing_open_goes_on_and_settles_every_spend_once_the_ledger_is_back() 
     assert spent(ledger, "team") == {"nano_usd": 6_000_000, "tool_calls": 1}
     assert run.usage.cost == Decimal("0.006")
     assert run.checkpoint()["unsettled"] == []
+
+
+def test_a_run_ending_soon_after_the_ledger_is_back_settles_what_it_spent_meanwhile() -> None:
+    ledger = Flaky()
+    guard = Guard(
+        max_turns(10, key="team"),
+        ledger=ledger,
+        on_ledger_error="open",
+        live=True,
+        heartbeat=60.0,
+        clock=FakeClock(),
+    )
+    with guard.run("task") as run:
+        run.turn()
+        ledger.down = True
+        run.turn()  # under the local limits alone, to be settled
+        run.turn()
+        ledger.down = False  # back, and the run ends before it would try the ledger again
+    assert run.outcome is not None
+    assert run.outcome.status is Status.COMPLETED
+    assert spent(ledger, "team") == {"turns": 3}
+
+
+def test_spends_that_still_cannot_be_settled_as_the_run_ends_are_said() -> None:
+    ledger = Flaky()
+    guard = Guard(
+        max_turns(10, key="team"), ledger=ledger, on_ledger_error="open", live=True, heartbeat=60.0
+    )
+
+    def through_an_outage_that_outlasts_the_run() -> None:
+        with guard.run("task") as run:
+            run.turn()
+            ledger.down = True
+            run.turn()
+            run.turn()
+
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"2 spend\(s\) made while the ledger was unreachable could not be settled as "
+        r"the run ended \(connection refused\); the shared budgets will not count them",
+    ):
+        through_an_outage_that_outlasts_the_run()
+    assert spent(ledger, "team") == {"turns": 1}
 
 
 def test_shared_limits_refuse_what_cannot_be_shared() -> None:

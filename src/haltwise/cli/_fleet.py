@@ -39,19 +39,24 @@ def add_ledger_option(parser: argparse.ArgumentParser) -> None:
     add_ledger_argument(parser)
 
 
-def ledger_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Ledger:
+def ledger_from(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None, *, create: bool = False
+) -> Ledger:
     """``--ledger``, else ``HALTWISE_LEDGER``, else ``ledger`` in haltwise.toml, else the
-    agent's store (the ledger of this machine)."""
+    agent's store (the ledger of this machine). A SQLite ledger named by a URL must exist
+    unless ``create`` (the dashboard, which may be started before the fleet): a command that
+    reads or answers runs makes no ledger where a mistyped path points. The store is made."""
     from .. import config
     from ..agent.store import default_store_path
     from ..ledgers import open_ledger
 
     environ = os.environ if environ is None else environ
     if getattr(args, "ledger", None):
-        return open_ledger(args.ledger, source="--ledger")
+        return open_ledger(args.ledger, source="--ledger", create=create)
     settings = config.load_config(getattr(args, "config", None), environ=environ)
     if settings.ledger is not None:
-        return open_ledger(settings.ledger, source=settings.sources.get("ledger", "ledger"))
+        source = settings.sources.get("ledger", "ledger")
+        return open_ledger(settings.ledger, source=source, create=create)
     return open_ledger(f"sqlite://{default_store_path(environ).resolve()}", source="the store")
 
 

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             f"cannot listen on {args.host}:{port}: {error.strerror}; choose another --port"
         ) from None
     port = listener.getsockname()[1]
-    ledger = ledger_from(args)
+    ledger = ledger_from(args, create=True)
     shown_host = f"[{args.host.strip('[]')}]" if family == socket.AF_INET6 else args.host
     print(f"haltwise dashboard: http://{shown_host}:{port}/#token={token}", flush=True)
     print(f"ledger: {ledger_name(ledger)}; Ctrl-C to stop", flush=True)

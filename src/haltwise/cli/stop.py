@@ -1,4 +1,6 @@
-"""``haltwise stop RUN`` (or ``--all``): a live run stops at its next event, killed."""
+"""``haltwise stop RUN`` (or ``--all``): a live run stops at its next event, killed. A run that
+is not live (it ended, or no run has that id: ids are given whole) is an error, exit 1, as
+``haltwise approve`` of a run that is not waiting is."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine.errors import ConfigurationError
+    from ..engine.errors import ConfigurationError, LedgerError
     from ._fleet import ledger_from
 
     if (args.run_id is None) == (not args.all):
@@ -31,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
         told = ledger.kill(None if args.all else args.run_id, reason, key=args.key)
     finally:
         ledger.close()
+    if not told and not args.all:
+        raise LedgerError(
+            f"run {args.run_id!r} is not live: it has ended, or no run has that id "
+            "(see haltwise runs --all; give the id whole)"
+        )
     if not told:
         print("no live run to stop")
     for run_id in told:

@@ -10,7 +10,8 @@
 - ``POST /api/runs/RUN/answer`` (``{"choice": "extend", "amount": 2}``), ``POST
   /api/runs/RUN/stop`` and ``POST /api/stop`` (``{"key": "team-a"}``): the actions, POST
   only, the token in the header only (a form on another site cannot set a header, so it cannot
-  act for the user), compared in constant time. Without it: 403, and nothing happens.
+  act for the user), compared in constant time. Without it: 403, and nothing happens. Stopping
+  a run that is not live, or answering one that is not waiting, is 409.
 
 One poller reads the ledger every ``interval`` seconds (at once after an action) on a worker
 thread; every open page shares its snapshot.
@@ -170,9 +171,11 @@ def _problem(message: str, status: int) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict[str, Any] | None:
+    """The request's JSON object; None for anything else, which the action answers 400. JSON
+    nested deeper than Python's recursion limit is not JSON an action takes either."""
     try:
         data = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -254,6 +257,10 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
 
         def work() -> dict[str, Any]:
             told = ledger.kill(run_id, "stopped from the dashboard")
+            if not told:  # answered 409, as a question that is no longer open is
+                raise LedgerError(
+                    f"run {run_id!r} is not live: it has ended, or no run has that id"
+                )
             dashboard.note(run_id, "stop", "told to stop (from the dashboard)")
             return {"told": told}
 

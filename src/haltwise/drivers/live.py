@@ -11,6 +11,11 @@ answerable from any machine that reaches it.
   heartbeat (numbered; their kind and a short label, never prompts, arguments or tool output)
   and the latest warnings. A last heartbeat goes just before the end is recorded, so the
   ledger's counts are the final ones. The dashboard draws a run's timeline from them.
+- Each heartbeat carries the run's registration too: a ledger that lost the run (a Redis
+  restarted without persistence) records it again, and the fleet sees it within a heartbeat.
+- As the run ends, the spends its shared budgets could not settle while the ledger was
+  unreachable (failing open) are tried once more; those still waiting are named in a
+  ``RuntimeWarning``.
 - ``ledger_prompter`` asks the human through the ledger: it posts the question and waits for
   ``haltwise approve`` (from anywhere) up to ``timeout`` seconds; no answer means abort.
 """
@@ -23,6 +28,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -122,7 +128,9 @@ class LiveRun:
                 # Until the ledger has taken it: a ledger that is down now is tried again.
                 self.ledger.register(self._info)
                 self._registered = True
-            return self.ledger.heartbeat(self.run_id, self._counts(), status, self.lease)
+            return self.ledger.heartbeat(
+                self.run_id, self._counts(), status, self.lease, info=self._info
+            )
         except LedgerError:
             return None
 
@@ -167,15 +175,42 @@ class LiveRun:
         return drained
 
     def finish(self, outcome: Outcome | None) -> None:
-        """Stop beating and record how the run ended."""
+        """Stop beating, settle what the shared budgets still owe, and record how the run
+        ended."""
         self._stopping.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.interval + 5)
+        self._settle(outcome)
         if outcome is not None:
             self._send()  # the final counts and the last events
             # If the ledger is down, the run shows as stale; its checkpoint has its counts.
             with contextlib.suppress(LedgerError):
                 self.ledger.finish(self.run_id, outcome_to_dict(outcome))
+
+    def _settle(self, outcome: Outcome | None) -> None:
+        """Hand the ledger the spends the run made while it was unreachable (failing open):
+        with no later event to do it, they would be lost to the shared budgets. Those it still
+        cannot take are said in a warning, with where they are kept, if anywhere."""
+        # The governor keeps its shared budgets to itself; this is the one driver that needs
+        # them (a run's end is the governor's caller's to know).
+        budgets = self.governor._budgets
+        with self.governor.lock:
+            waiting = len(budgets.unsettled)
+            error = budgets.settle_waiting()
+        if error is None:
+            return
+        checkpoint = None if outcome is None else outcome.checkpoint
+        kept = (
+            f"they are kept in its checkpoint {checkpoint}: resuming the run settles them"
+            if checkpoint is not None
+            else "the shared budgets will not count them"
+        )
+        warnings.warn(
+            f"run {self.run_id}: {waiting} spend(s) made while the ledger was unreachable "
+            f"could not be settled as the run ended ({error}); {kept}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _label(event: Event) -> str:

@@ -6,7 +6,9 @@ case (tokens, dollars) is reserved and committed when its answer arrives. If any
 refused, what the others were granted for the same event is given back, so an event that does
 not happen spends nothing. A spend the ledger could not take (it was unreachable) waits in
 ``unsettled``, in order, and is retried before the next call to the ledger, and kept in
-checkpoints: never lost, never counted twice (each carries an id the ledger remembers).
+checkpoints: never lost, never counted twice (each carries an id the ledger remembers). When
+the run ends, what still waits is tried once more, whether or not the ledger was given its
+rest (``settle_waiting``): a run that ends soon after the ledger is back loses nothing.
 """
 
 from __future__ import annotations
@@ -159,6 +161,19 @@ class SharedBudgets:
         except LedgerError:
             self.down_until = self.monotonic() + _RETRY_SECONDS
             return None
+
+    def settle_waiting(self) -> LedgerError | None:
+        """At the run's end: hand the ledger every spend still waiting, now, though it failed
+        a moment ago (no later call would). The ledger's error if some are still waiting."""
+        if not self.unsettled:
+            return None
+        try:
+            self.flush()
+        except LedgerError as error:
+            self.down_until = self.monotonic() + _RETRY_SECONDS
+            return error
+        self.down_until = 0.0
+        return None
 
     def flush(self) -> int | None:
         """Hand the ledger every spend it has not taken yet, oldest first."""

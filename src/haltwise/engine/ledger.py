@@ -8,7 +8,8 @@
   lease runs out, and a live run's ``heartbeat`` renews its leases.
 - **Live runs**: registration, heartbeats with counts and status, the end with the outcome.
 - **Decisions** a run waits on: a question posted, the first answer wins.
-- **Kill flags**: a run told to stop from elsewhere.
+- **Kill flags**: a live run told to stop from elsewhere. A flag lasts until the run ends (or
+  registers again, resumed): it never stops a later run of the same id.
 
 The engine talks only to this interface. ``MemoryLedger`` is the in-process backend; SQLite and
 Redis live in ``haltwise.ledgers`` and pass the same contract tests. Amounts are ints in each
@@ -218,19 +219,28 @@ class Ledger(ABC):
 
     @abstractmethod
     def register(self, info: RunInfo) -> None:
-        """A run started (or resumed): record it as live."""
+        """A run started (or resumed): record it as live, with no kill flag (one set on an
+        earlier run of the same id was for that run)."""
 
     @abstractmethod
     def heartbeat(
-        self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
+        self,
+        run_id: str,
+        counts: dict[str, Any],
+        status: str,
+        lease: float = DEFAULT_LEASE,
+        *,
+        info: RunInfo | None = None,
     ) -> str | None:
         """A live run is still going: its counts and status; its reservations' leases renewed.
-        The reason it was told to stop, if it was (``kill``), else None."""
+        The reason it was told to stop, if it was (``kill``), else None. With ``info`` (what
+        the run registered), a ledger that no longer has the run (a Redis restarted without
+        persistence) records it as live again, so that the fleet sees it."""
 
     @abstractmethod
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
         """A run ended with ``outcome`` (JSON-compatible). Its open question, if any, goes:
-        an answer that comes later is refused."""
+        an answer that comes later is refused; so does its kill flag."""
 
     @abstractmethod
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
@@ -241,7 +251,8 @@ class Ledger(ABC):
     @abstractmethod
     def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
         """Tell a live run to stop (``run_id``), or every live run (None), or every live run
-        spending budget ``key``; the run ids told."""
+        spending budget ``key``; the run ids told. A run that is not live (it ended, or no run
+        has that id) is not told: ``[]``."""
 
     @abstractmethod
     def killed(self, run_id: str) -> str | None:
@@ -381,16 +392,25 @@ class MemoryLedger(Ledger):
             self._runs[info.run_id] = replace(
                 info, started=info.started or now, heartbeat=now, outcome=None
             )
+            self._kills.pop(info.run_id, None)
 
     def heartbeat(
-        self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
+        self,
+        run_id: str,
+        counts: dict[str, Any],
+        status: str,
+        lease: float = DEFAULT_LEASE,
+        *,
+        info: RunInfo | None = None,
     ) -> str | None:
         with self._lock:
             now = self._clock()
-            info = self._runs.get(run_id)
-            if info is not None:
+            known = self._runs.get(run_id)
+            if known is None and info is not None:
+                known = replace(info, started=info.started or now, outcome=None)
+            if known is not None:
                 self._runs[run_id] = replace(
-                    info, counts=dict(counts), status=status, heartbeat=now
+                    known, counts=dict(counts), status=status, heartbeat=now
                 )
             for grant_id, (budget_id, amount, holder, expires) in list(self._holds.items()):
                 if holder == run_id and expires > now:
@@ -405,6 +425,7 @@ class MemoryLedger(Ledger):
                 info, outcome=dict(outcome), status=status, heartbeat=self._clock()
             )
             self._pending.pop(run_id, None)
+            self._kills.pop(run_id, None)
 
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         with self._lock:
@@ -423,8 +444,6 @@ class MemoryLedger(Ledger):
                 and (run_id is None or info.run_id == run_id)
                 and (key is None or key in info.keys)
             ]
-            if run_id is not None and run_id not in self._runs:
-                told = [run_id]  # a run not registered yet stops as soon as it looks
             for told_id in told:
                 self._kills[told_id] = reason
             return told

@@ -49,9 +49,11 @@ def check_ledger_url(source: str, url: object) -> str:
     raise InvalidValueError(source, url, _FORMS)
 
 
-def open_ledger(url: str | Ledger, *, source: str = "ledger") -> Ledger:
+def open_ledger(url: str | Ledger, *, source: str = "ledger", create: bool = True) -> Ledger:
     """The ledger a URL names (a ledger object is given back as it is); ``source`` names where
-    the URL came from in errors (``--ledger``, ``HALTWISE_LEDGER``)."""
+    the URL came from in errors (``--ledger``, ``HALTWISE_LEDGER``). ``create=False`` is for
+    commands that only look at a ledger: a SQLite file that is not there is an error rather
+    than a new, empty ledger (and folders) where a mistyped path points."""
     if isinstance(url, Ledger):
         return url
     text = check_ledger_url(source, url)
@@ -61,7 +63,7 @@ def open_ledger(url: str | Ledger, *, source: str = "ledger") -> Ledger:
     if scheme == "sqlite":
         from .sqlite import SqliteLedger
 
-        return SqliteLedger(Path(text.removeprefix("sqlite://")))
+        return SqliteLedger(Path(text.removeprefix("sqlite://")), create=create)
     from .redis import RedisLedger
 
     return RedisLedger(text)

@@ -193,13 +193,24 @@ return {state[1] or '', tonumber(state[2] or '0'), tonumber(state[3] or '0'), st
 """
 )
 
-# KEYS: run hash, holder set, kills; ARGV: counts json, status, lease, prefix
+# KEYS: run hash, holder set, kills, live set, runs index; ARGV: counts json, status, lease,
+# prefix, the run's registration as json ('' for none): the run is recorded again from it if the
+# server lost it (restarted without persistence).
 _HEARTBEAT = _Script("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local info = redis.call('HGET', KEYS[1], 'info')
+local data
 if info then
-  local data = cjson.decode(info)
+  data = cjson.decode(info)
+elseif ARGV[5] ~= '' then
+  data = cjson.decode(ARGV[5])
+  if not data['started'] or data['started'] == 0 then data['started'] = now end
+  local run_id = string.sub(KEYS[1], string.len(ARGV[4]) + 5)
+  redis.call('SADD', KEYS[4], run_id)
+  redis.call('ZADD', KEYS[5], data['started'], run_id)
+end
+if data then
   data['counts'] = cjson.decode(ARGV[1])
   data['status'] = ARGV[2]
   data['heartbeat'] = now
@@ -217,6 +228,19 @@ for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   end
 end
 return redis.call('HGET', KEYS[3], string.sub(KEYS[1], string.len(ARGV[4]) + 5))
+""")
+
+# KEYS: live set, kills; ARGV: reason, then the run ids to tell: those still live are told (a
+# run may end between the read of the live runs and this), and their ids returned.
+_KILL = _Script("""
+local told = {}
+for i = 2, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+    told[#told + 1] = ARGV[i]
+  end
+end
+return told
 """)
 
 # KEYS: pending hash; ARGV: choice, amount ('' for none)
@@ -448,15 +472,30 @@ class RedisLedger(Ledger):
             pipe.hset(self._run_key(info.run_id), "info", json.dumps(record.to_dict()))
             pipe.zadd(self._key("runs"), {info.run_id: record.started})
             pipe.sadd(self._key("live"), info.run_id)
+            pipe.hdel(self._key("kills"), info.run_id)
             pipe.execute()
 
         self._call(register)
 
     def heartbeat(
-        self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
+        self,
+        run_id: str,
+        counts: dict[str, Any],
+        status: str,
+        lease: float = DEFAULT_LEASE,
+        *,
+        info: RunInfo | None = None,
     ) -> str | None:
-        keys = [self._run_key(run_id), self._key("holder", run_id), self._key("kills")]
-        reason = self._eval(_HEARTBEAT, keys, [json.dumps(counts), status, lease, self.prefix])
+        keys = [
+            self._run_key(run_id),
+            self._key("holder", run_id),
+            self._key("kills"),
+            self._key("live"),
+            self._key("runs"),
+        ]
+        registered = "" if info is None else json.dumps(info.to_dict())
+        args: list[str | int | float] = [json.dumps(counts), status, lease, self.prefix, registered]
+        reason = self._eval(_HEARTBEAT, keys, args)
         return None if reason is None else str(reason)
 
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
@@ -471,20 +510,27 @@ class RedisLedger(Ledger):
             pipe.srem(self._key("live"), run_id)
             pipe.delete(self._key("pending", run_id))
             pipe.zrem(self._key("pendings"), run_id)
+            pipe.hdel(self._key("kills"), run_id)
             pipe.execute()
 
         self._call(finish)
 
+    def _infos(self, ids: list[str]) -> list[RunInfo]:
+        """The runs ``ids`` names, read in one round trip (those with no record left out)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hget(self._run_key(run_id), "info")
+        return [RunInfo.from_dict(json.loads(text)) for text in pipe.execute() if text]
+
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         def runs() -> list[RunInfo]:
-            if live:
-                ids = [str(run_id) for run_id in self._redis.smembers(self._key("live"))]
-            else:
-                ids = [str(run_id) for run_id in self._redis.zrevrange(self._key("runs"), 0, -1)]
-            pipe = self._redis.pipeline()
-            for run_id in ids:
-                pipe.hget(self._run_key(run_id), "info")
-            found = [RunInfo.from_dict(json.loads(text)) for text in pipe.execute() if text]
+            if limit <= 0:
+                return []
+            if not live:
+                # The index is in order of start: only the runs shown are read.
+                newest = self._redis.zrevrange(self._key("runs"), 0, limit - 1)
+                return self._infos([str(run_id) for run_id in newest])
+            found = self._infos([str(run_id) for run_id in self._redis.smembers(self._key("live"))])
             found.sort(key=lambda info: info.started, reverse=True)
             return found[:limit]
 
@@ -493,15 +539,18 @@ class RedisLedger(Ledger):
     # --- kill flags ------------------------------------------------------------------------
 
     def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
-        if run_id is not None:
-            told = [run_id]
-        else:
-            told = [info.run_id for info in self.runs() if key is None or key in info.keys]
-        if told:
-            self._call(
-                lambda: self._redis.hset(self._key("kills"), mapping=dict.fromkeys(told, reason))
-            )
-        return told
+        def live_runs() -> list[str]:
+            # Every live run, however many: ``runs()`` reads only the newest.
+            ids = [str(found) for found in self._redis.smembers(self._key("live"))]
+            if key is None:
+                return ids
+            return [info.run_id for info in self._infos(ids) if key in info.keys]
+
+        candidates = [run_id] if run_id is not None else self._call(live_runs)
+        if not candidates:
+            return []
+        told = self._eval(_KILL, [self._key("live"), self._key("kills")], [reason, *candidates])
+        return [str(told_id) for told_id in told]
 
     def killed(self, run_id: str) -> str | None:
         reason = self._call(lambda: self._redis.hget(self._key("kills"), run_id))

@@ -16,6 +16,7 @@ added; any ``sqlite:///PATH`` URL may point at the agent's store file.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -137,11 +138,26 @@ class SqliteLedger(Ledger):
     #: Tables of subclasses, created with the ledger's.
     schema = ""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        create: bool = True,
+    ) -> None:
+        """Open the ledger in ``path``, made (with its folders) if it is not there, unless
+        ``create`` is False: a command that only reads a ledger must not leave a new one where
+        a mistyped path points."""
         self.path = Path(path).expanduser()
         self._clock = clock
+        if not create and not self.path.exists():
+            raise ConfigurationError(
+                f"there is no SQLite ledger {str(self.path)!r}: check the path (runs that "
+                "share a ledger make the file when they first use it)"
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(
                 self.path, timeout=30.0, isolation_level=None, check_same_thread=False
             )
@@ -151,6 +167,8 @@ class SqliteLedger(Ledger):
             self._db.executescript(_SCHEMA + self.schema)
             self._upgrade()
             self._db.execute("PRAGMA busy_timeout=0")  # from here on, see _patiently
+            #: The file opened (device, inode): one put in its place, or none, is not it.
+            self._file = _identity(self.path)
         except (OSError, sqlite3.Error) as error:
             raise ConfigurationError(
                 f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
@@ -158,6 +176,9 @@ class SqliteLedger(Ledger):
             ) from None
         self._lock = threading.Lock()
         self._next_tidy = 0.0
+        #: Why this ledger can no longer be used (its file was deleted or replaced), once
+        #: a heartbeat found it: every later call fails with it.
+        self._lost: LedgerError | None = None
 
     def _upgrade(self) -> None:
         """Number a new file's layout, or move an older file's tables on to it."""
@@ -199,6 +220,8 @@ class SqliteLedger(Ledger):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self._lost is not None:
+            raise self._lost
         with self._lock:
             try:
                 self._patiently(lambda: self._db.execute("BEGIN IMMEDIATE"))
@@ -212,6 +235,8 @@ class SqliteLedger(Ledger):
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        if self._lost is not None:
+            raise self._lost
         with self._lock:
             try:
                 return self._patiently(lambda: self._db.execute(sql, args).fetchall())
@@ -407,10 +432,18 @@ class SqliteLedger(Ledger):
                 "heartbeat = excluded.heartbeat, live = 1",
                 (info.run_id, record, started, now),
             )
+            db.execute("DELETE FROM ledger_kills WHERE run_id = ?", (info.run_id,))
 
     def heartbeat(
-        self, run_id: str, counts: dict[str, Any], status: str, lease: float = DEFAULT_LEASE
+        self,
+        run_id: str,
+        counts: dict[str, Any],
+        status: str,
+        lease: float = DEFAULT_LEASE,
+        *,
+        info: RunInfo | None = None,
     ) -> str | None:
+        self._check_file()
         with self._transaction() as db:
             now = self._clock()
             row = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -421,6 +454,14 @@ class SqliteLedger(Ledger):
                     "UPDATE ledger_runs SET info = ?, heartbeat = ? WHERE run_id = ?",
                     (json.dumps(data), now, run_id),
                 )
+            elif info is not None:
+                started = info.started or now
+                record = replace(info, counts=counts, status=status, started=started, heartbeat=now)
+                db.execute(
+                    "INSERT INTO ledger_runs (run_id, info, started, heartbeat, live) "
+                    "VALUES (?, ?, ?, ?, 1)",
+                    (run_id, json.dumps(record.to_dict()), started, now),
+                )
             db.execute(
                 "UPDATE ledger_reservations SET expires = ? WHERE holder = ? AND expires > ?",
                 (now + lease, run_id, now),
@@ -429,6 +470,26 @@ class SqliteLedger(Ledger):
                 "SELECT reason FROM ledger_kills WHERE run_id = ?", (run_id,)
             ).fetchone()
         return None if kill is None else str(kill[0])
+
+    def _check_file(self) -> None:
+        """Fail, from now on, if the file this ledger opened was deleted or replaced: its open
+        connection would go on writing into a file no other process reads, and every run on
+        the path would spend the shared budgets again, unseen. One ``stat``, on heartbeats
+        only (every few seconds), not on every spend."""
+        if self._lost is not None:
+            raise self._lost
+        try:
+            now = _identity(self.path)
+        except OSError:
+            now = None
+        if now != self._file:
+            gone = "deleted" if now is None else "replaced by another file"
+            self._lost = LedgerError(
+                f"the SQLite ledger {str(self.path)!r} was {gone} while in use: what this "
+                "process spends would go unseen by the others. Stop the runs on it and start "
+                "them again"
+            )
+            raise self._lost
 
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
         with self._transaction() as db:
@@ -447,6 +508,7 @@ class SqliteLedger(Ledger):
                 (run_id, json.dumps(data), data["started"], now),
             )
             db.execute("DELETE FROM ledger_pending WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM ledger_kills WHERE run_id = ?", (run_id,))
 
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         where = "WHERE live = 1 " if live else ""
@@ -460,14 +522,17 @@ class SqliteLedger(Ledger):
     def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
         with self._transaction() as db:
             if run_id is not None:
-                told = [run_id]
+                rows = db.execute(
+                    "SELECT run_id, info FROM ledger_runs WHERE run_id = ? AND live = 1",
+                    (run_id,),
+                ).fetchall()
             else:
                 rows = db.execute("SELECT run_id, info FROM ledger_runs WHERE live = 1").fetchall()
-                told = [
-                    found
-                    for found, info in rows
-                    if key is None or key in json.loads(info).get("keys", [])
-                ]
+            told = [
+                found
+                for found, info in rows
+                if key is None or key in json.loads(info).get("keys", [])
+            ]
             db.executemany(
                 "INSERT INTO ledger_kills (run_id, reason) VALUES (?, ?) "
                 "ON CONFLICT(run_id) DO UPDATE SET reason = excluded.reason",
@@ -526,3 +591,9 @@ class SqliteLedger(Ledger):
             Pending(found, question, tuple(json.loads(choices)), float(asked), answer, amount)
             for found, question, choices, asked, answer, amount in rows
         ]
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """Which file ``path`` names now: its device and inode."""
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
