@@ -38,7 +38,7 @@ TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 GEMINI_RUNS = TRACES / "mini-swe-agent-gemini3"
 
 NUMBER_FORMS = (
-    'a number of USD per million tokens from 0 to 5,551,115: a string such as "0.50", '
+    'a finite, non-negative number of USD per million tokens: a string such as "0.50", '
     "an int, or a Decimal"
 )
 

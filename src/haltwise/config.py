@@ -57,7 +57,7 @@ from .engine.limits import (
 )
 from .engine.policies import POLICY_NAMES
 from .ledgers import check_ledger_url
-from .pricing import ModelRate, parse_price_table
+from .pricing import ModelRate, check_countable, parse_price_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -433,6 +433,7 @@ def _settings_of_table(table: dict[str, Any], where: str, base: Settings) -> Set
                 raise InvalidValueError(source, value, "a table of model = {input, output}")
             try:
                 changes[key] = parse_price_table(value)
+                check_countable(changes[key])
             except InvalidValueError as error:  # it names the entry; the file is named here
                 raise InvalidValueError(
                     f"{where}: {error.source}", error.value, error.valid

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 # its catalogue's types takes some 0.2 s, which a program that prices nothing (or only from
 # its own table) need not wait for.
 
-__all__ = ["ModelRate", "Prices", "parse_price_table", "shared_prices"]
+__all__ = ["ModelRate", "Prices", "check_countable", "parse_price_table", "shared_prices"]
 
 _RATE_KEYS: Final = ("input", "output", "cache_read", "cache_write")
 _REQUIRED_KEYS: Final = ("input", "output")
@@ -66,8 +66,8 @@ _MILLION: Final = 1_000_000
 #: hold, its tokens uncounted. Some $5.5 million per million tokens: far past any real price.
 _MAX_RATE: Final = MAX_CALL_DOLLARS * _MILLION // (2 * MAX_COUNT)
 _NUMBER_FORMS: Final = (
-    f"a number of USD per million tokens from 0 to {_MAX_RATE:,}: a string such as "
-    '"0.50", an int, or a Decimal'
+    'a finite, non-negative number of USD per million tokens: a string such as "0.50", '
+    "an int, or a Decimal"
 )
 _FLOAT_HINT: Final = (
     "; floats are refused because they cannot hold most prices exactly "
@@ -88,7 +88,7 @@ RateValue: TypeAlias = str | int | Decimal
 
 
 def _check_rate(source: str, value: object) -> Decimal:
-    """``value`` as a ``Decimal`` from 0 to ``_MAX_RATE``, else an error naming ``source``."""
+    """``value`` as a finite, non-negative ``Decimal``, else an error naming ``source``."""
     number: Decimal | None = None
     if isinstance(value, Decimal):
         number = value
@@ -99,7 +99,7 @@ def _check_rate(source: str, value: object) -> Decimal:
             number = Decimal(value.strip())
         except InvalidOperation:
             number = None
-    if number is None or not number.is_finite() or not 0 <= number <= _MAX_RATE:
+    if number is None or not number.is_finite() or number < 0:
         valid = _NUMBER_FORMS + (_FLOAT_HINT if isinstance(value, float) else "")
         raise InvalidValueError(source, value, valid)
     return number
@@ -155,6 +155,23 @@ class ModelRate:
             cache_read=None if read is None else _check_rate(f"{where}.cache_read", read),
             cache_write=None if write is None else _check_rate(f"{where}.cache_write", write),
         )
+
+
+def check_countable(rates: Mapping[str, ModelRate]) -> None:
+    """Refuse a table with a rate past ``_MAX_RATE``, naming the model and the field: checked
+    where a table is read from a file (which its caller names), before any call is sent at its
+    price. (A ``Prices`` made in code may be dearer: the governor then refuses the call it
+    cannot count, by name, with nothing counted.)"""
+    for model, rate in rates.items():
+        for key in _RATE_KEYS:
+            value = getattr(rate, key)
+            if value is not None and value > _MAX_RATE:
+                raise InvalidValueError(
+                    f"prices[{model!r}].{key}",
+                    value,
+                    f"at most {_MAX_RATE:,} USD per million tokens, the dearest rate at which "
+                    "every call can still be counted",
+                )
 
 
 def parse_price_table(table: Mapping[str, object]) -> dict[str, ModelRate]:

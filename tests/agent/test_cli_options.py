@@ -81,7 +81,7 @@ def test_a_number_out_of_range_is_one_line_and_nothing_is_opened(
             "haltwise.toml",
             '[prices."scripted-model"]\ninput = 1e30\noutput = "0.60"\n',
             "haltwise run: haltwise.toml: prices['scripted-model'].input=1E+30 is not valid: "
-            "expected a number of USD per million tokens from 0 to 5,551,115",
+            "expected at most 5,551,115 USD per million tokens",
         ),
     ],
 )

@@ -107,9 +107,10 @@ def test_a_price_no_call_could_be_counted_at_refuses_the_file(
     with pytest.raises(InvalidValueError) as raised:
         settings_from_file(config(tmp_path, text))
     shown = "1E+30" if rate == "1e30" else rate
-    assert str(raised.value).startswith(
+    assert str(raised.value) == (
         f"{tmp_path}/haltwise.toml: prices['gpt-4o-mini'].{field}={shown} is not valid: "
-        "expected a number of USD per million tokens from 0 to 5,551,115"
+        "expected at most 5,551,115 USD per million tokens, the dearest rate at which every "
+        "call can still be counted"
     )
 
 
