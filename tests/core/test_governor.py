@@ -36,6 +36,7 @@ from haltwise import (
     max_turns,
     timeout,
 )
+from haltwise.engine.errors import QuestionOpen
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -194,6 +195,73 @@ def test_synthesize_policy_and_the_final_outcome() -> None:
     outcome = governor.synthesized("Probably 42; the second search did not run.")
     assert outcome.status is Status.COMPLETED_WITH_WARNINGS
     assert outcome.partial_output == "Probably 42; the second search did not run."
+
+
+def test_the_synthesis_pass_is_admitted_once_and_every_request_after_it_refused() -> None:
+    """One tools-free pass answers from the evidence; more requests (other threads' calls,
+    a loop that goes on) would spend what the limit was there to save."""
+    governor = governed(max_model_calls(2, on_limit="synthesize"))
+    for _ in range(2):
+        governor.handle(ModelRequest("", max_tokens=100, input_tokens=100))
+        governor.handle(ModelResponse("", 100, 100))
+    stop = governor.handle(ModelRequest("", max_tokens=100, input_tokens=100))
+    assert isinstance(stop, Stop) and stop.synthesize
+    assert governor.handle(ModelRequest("", max_tokens=100, input_tokens=100)) is CONTINUE
+    assert governor.handle(ModelResponse("", 100, 60)) is CONTINUE
+    for _ in range(3):
+        refused = governor.handle(ModelRequest("", max_tokens=100, input_tokens=100))
+        assert isinstance(refused, Stop)
+        assert not refused.synthesize  # no pass of its own
+        assert refused.outcome is stop.outcome
+    assert governor.usage.model_calls == 3
+    outcome = governor.synthesized("From the evidence: 42.")
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.usage.model_calls == 3
+    assert outcome.usage.output_tokens == 100 + 100 + 60
+
+
+def test_a_claimed_synthesis_pass_is_admitted_only_to_its_synthesizer() -> None:
+    """A driver whose synthesizer makes the pass claims it: a request from another thread,
+    made after the stop, cannot take its place."""
+    governor = governed(max_model_calls(1, on_limit="synthesize"))
+    governor.claim_synthesis()
+    governor.handle(ModelRequest("", max_tokens=10))
+    stop = governor.handle(ModelRequest("", max_tokens=10))
+    assert isinstance(stop, Stop) and stop.synthesize
+    stray = governor.handle(ModelRequest("", max_tokens=10))
+    assert isinstance(stray, Stop) and not stray.synthesize
+    assert governor.synthesis_request(ModelRequest("", max_tokens=10)) is CONTINUE
+    again = governor.synthesis_request(ModelRequest("", max_tokens=10))
+    assert isinstance(again, Stop) and not again.synthesize
+    assert governor.usage.model_calls == 2
+    governor.handle(RunStarted("next"))  # a claim is for one run
+    governor.handle(ModelRequest("", max_tokens=10))
+    governor.handle(ModelRequest("", max_tokens=10))
+    assert governor.handle(ModelRequest("", max_tokens=10)) is CONTINUE
+
+
+def test_an_event_while_a_question_is_open_raises_question_open_with_the_question() -> None:
+    governor = governed(max_turns(0, on_limit="ask"))
+    ask = governor.handle(TurnStarting())
+    assert isinstance(ask, Ask)
+    with pytest.raises(QuestionOpen, match="still unanswered") as raised:
+        governor.handle(ToolCall("search", {}))
+    assert raised.value.ask is ask
+    assert isinstance(raised.value, ConfigurationError)
+    assert governor.resolve(ask, True) is CONTINUE
+
+
+def test_deadline_listeners_hear_when_the_deadline_moves() -> None:
+    clock = FakeClock()
+    governor = governed(max_turns(5), clock)
+    heard: list[float | None] = []
+    unsubscribe = governor.on_deadline(lambda: heard.append(governor.deadline()))
+    governor.set_limit(max_turns(9))  # no deadline moved
+    governor.set_limit(timeout(seconds=30))
+    governor.set_limit(timeout(seconds=60))
+    unsubscribe()
+    governor.set_limit(timeout(seconds=90))
+    assert heard == [30.0, 60.0]
 
 
 def test_best_effort_finishes_with_warnings_and_the_partial_output() -> None:

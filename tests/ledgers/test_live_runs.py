@@ -179,3 +179,30 @@ def test_heartbeats_carry_the_runs_activity_and_none_of_its_text(
         "max_tool_calls(1)",
     }
     assert secret not in json.dumps(ended.counts)
+
+
+def test_a_stop_while_the_run_waits_for_an_answer_ends_it_killed(
+    make_shared: LedgerFactory,
+) -> None:
+    guard = Guard(
+        max_turns(2, on_limit="ask"), ledger=make_shared(), heartbeat=0.05, approval_timeout=30
+    )
+    other = make_shared()
+
+    def stop_when_it_waits() -> None:
+        deadline = time.monotonic() + 5
+        while not other.pending("live-6") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert other.kill("live-6", "enough") == ["live-6"]
+
+    stopper = threading.Thread(target=stop_when_it_waits)
+    stopper.start()
+    with guard.run("task", run_id="live-6") as run:
+        for _ in range(5):
+            run.turn()
+    stopper.join()
+    assert run.outcome is not None
+    assert (run.outcome.status, run.outcome.reason) == (Status.CANCELLED, "killed")
+    assert run.outcome.message == "The run was stopped from elsewhere: enough."
+    assert run.outcome.usage.turns == 2
+    assert other.killed("live-6") is None  # the flag ended with the run

@@ -26,14 +26,17 @@ counting the request at what it reserved. ``AsyncRun`` goes further: at the dead
 ``governor.cancel()`` from any thread, it cancels the task running the block, so even a call
 that takes no timeout is interrupted.
 
-Threads: any number may report events for one run; a question to the human is asked once, and
-the other threads wait for its answer.
+Threads and tasks: any number may report events for one run. A question to the human is asked
+once, by the thread whose event raised it; the others wait for its answer (the governor tells
+them so with ``QuestionOpen``), then report their events again. A synthesized answer is written
+once, and every thread that meets the stop ends with that outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import sys
 import threading
@@ -45,7 +48,7 @@ from types import TracebackType
 from typing import Any
 
 from ..engine.decisions import CONTINUE, Ask, Block, Continue, Decision, Stop, Warn
-from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal, QuestionOpen, error_for
 from ..engine.events import (
     Event,
     Injected,
@@ -72,8 +75,13 @@ from .prompters import Prompter
 __all__ = ["AsyncRun", "Guard", "Run"]
 
 #: What the flow needs from the outside world: ("ask", Ask), ("synthesize", (fn, Evidence)), or
-#: ("wait", lock): another thread is asking the human.
+#: ("wait", lock): another thread is asking the human, or writing the final answer.
 _Need = tuple[str, Any]
+
+#: How long a thread or task waiting for another's question pauses before it reports its event
+#: again when that question is not being asked yet (or, async, between looks at the lock): long
+#: enough not to spin, short next to a human's answer.
+WAIT_PAUSE = 0.005
 
 #: A synthesizer is given the latest tool results, up to this many characters of them and this
 #: many results (always the last one): what fits a final answer's prompt.
@@ -85,6 +93,11 @@ EVIDENCE_RESULTS = 200
 TOOL_EVENTS_KEPT = 2 * EVIDENCE_RESULTS
 #: The events the evidence is gathered from.
 _EVIDENCE = frozenset({ToolCall, ToolResult})
+#: The run whose synthesizer is running in this thread or task (tasks it starts inherit it): its
+#: model call is the synthesis pass, and a stop it meets is its writer's to handle.
+_WRITING: contextvars.ContextVar[_RunBase | None] = contextvars.ContextVar(
+    "haltwise_writing", default=None
+)
 
 
 class Guard:
@@ -157,11 +170,22 @@ class _RunBase:
         #: ``CONTINUE``; the decision flow, those admitted otherwise (``_record``).
         self._tools: deque[Event] = deque(maxlen=TOOL_EVENTS_KEPT)
         guard.governor.keep_tool_events(self._tools)
-        #: Set while a thread asks the human; the others wait for the answer.
+        #: Held while a thread asks the human and its answer is applied; the others wait.
         self._asking = threading.Lock()
+        #: Held while a thread writes the synthesized answer; the others wait, then take it.
+        self._synthesis = threading.Lock()
+        #: Whether the synthesizer has run: once per run.
+        self._synthesized = False
         self._notes_lock = threading.Lock()
         #: The run's presence in the ledger, while it is live.
         self._live: LiveRun | None = None
+
+    def _claim_synthesis(self) -> None:
+        """A guard with a synthesizer writes every synthesized answer of its runs itself: its
+        synthesizer's model call is the synthesis pass, claimed from the start so that no
+        request another thread makes after the stop can take its place."""
+        if self.guard.synthesizer is not None:
+            self.guard.governor.claim_synthesis()
 
     def _go_live(self) -> None:
         if self.guard.live and self._live is None:
@@ -195,45 +219,55 @@ class _RunBase:
         timeout of each call: the model client's request, a tool, a command."""
         return self.guard.governor.time_left()
 
-    def _flow(self, event: Event, decision: Decision) -> Generator[_Need, Any, Decision]:
+    def _flow(self, event: Event, decision: Decision | None) -> Generator[_Need, Any, Decision]:
         """What ``decision``, the governor's answer to ``event``, needs carried out: a human's
-        answer, a synthesized answer, a wait for another thread's question."""
+        answer, a synthesized answer. None: the governor has a question open (``QuestionOpen``)
+        that another thread or task is asking; this one waits for the answer, then reports
+        its event again."""
         governor = self.guard.governor
-        while isinstance(decision, Ask):
-            if self.guard.prompter is None:
-                answer = None
-            elif not self._asking.acquire(blocking=False):
-                # Another thread is asking this question: wait for its answer, then ask again.
-                yield ("wait", self._asking)
+        while decision is None:
+            yield ("wait", self._asking)
+            with contextlib.suppress(QuestionOpen):  # not answered yet, or not asked yet
                 decision = governor.handle(event)
+        while isinstance(decision, Ask):
+            if not self._asking.acquire(blocking=False):
+                # The answer to an earlier question is still being applied: it may change this
+                # one, so it is asked once that is done.
+                yield ("wait", self._asking)
                 continue
-            else:
-                try:
-                    answer = yield ("ask", decision)
-                finally:
-                    self._asking.release()
-            decision = governor.resolve(decision, answer)
+            try:
+                # Held until the answer has been applied, so that the threads waiting for it
+                # report their events again under the limits it left.
+                answer = None if self.guard.prompter is None else (yield ("ask", decision))
+                decision = self._resolved(decision, answer)
+            finally:
+                self._asking.release()
+        if isinstance(decision, Stop) and type(event) is ModelRequest and _WRITING.get() is self:
+            # The synthesizer's own call, which the governor refuses to any other: the pass.
+            decision = governor.synthesis_request(event)
         live = self._live
         if live is not None:
             live.saw(event, decision)
         return (yield from self._carry_out(decision, event))
 
+    def _resolved(self, ask: Ask, answer: Any) -> Decision:
+        governor = self.guard.governor
+        try:
+            return governor.resolve(ask, answer)
+        except ConfigurationError:
+            # A bad answer leaves the question open, and the threads waiting for it would wait
+            # for ever: the run stops, as with no answer, and the error says what was wrong.
+            governor.resolve(ask, None)
+            raise
+
     def _carry_out(
         self, decision: Decision, event: Event | None
     ) -> Generator[_Need, Any, Decision]:
-        governor = self.guard.governor
         if isinstance(decision, Warn):
             with self._notes_lock:
                 self._notes.append(decision.message)
         elif isinstance(decision, Stop):
-            outcome = decision.outcome
-            synthesizer = decision.synthesizer or self.guard.synthesizer
-            if decision.synthesize and synthesizer is not None:
-                text = yield ("synthesize", (synthesizer, self._evidence_for(outcome)))
-                if text is not None:
-                    outcome = governor.synthesized(str(text))
-                else:  # no answer: the stop stands, saying why when its budget ran out
-                    outcome = governor.outcome or outcome
+            outcome = yield from self._final_outcome(decision)
             self.outcome = outcome
             if outcome.status is not Status.COMPLETED:
                 error = error_for(outcome, provider_called=decision.provider_called)
@@ -241,6 +275,32 @@ class _RunBase:
         if event is not None and not isinstance(decision, Block | Stop):
             self._record(event)
         return decision
+
+    def _final_outcome(self, stop: Stop) -> Generator[_Need, Any, Outcome]:
+        """The run's outcome after ``stop``: when the stop asks for a synthesized answer, one
+        thread or task writes it, once per run; one that meets a stop meanwhile waits for it,
+        so that every thread ends the run with the same outcome."""
+        if _WRITING.get() is self:
+            return stop.outcome  # the synthesizer's own call was refused: the writer goes on
+        governor = self.guard.governor
+        if not self._synthesis.acquire(blocking=False):
+            yield ("wait", self._synthesis)  # another thread is writing the answer
+            return governor.outcome or stop.outcome
+        try:
+            if self._synthesized:
+                return governor.outcome or stop.outcome
+            synthesizer = stop.synthesizer or self.guard.synthesizer
+            if not stop.synthesize or synthesizer is None:
+                return stop.outcome
+            self._synthesized = True
+            governor.claim_synthesis()
+            text = yield ("synthesize", (synthesizer, self._evidence_for(stop.outcome)))
+            if text is not None:
+                return governor.synthesized(str(text))
+            # No answer: the stop stands, saying why when its budget ran out.
+            return governor.outcome or stop.outcome
+        finally:
+            self._synthesis.release()
 
     def _interrupt_flow(
         self, message: str, partial_output: str | None, cancelled: bool
@@ -350,6 +410,7 @@ class Run(_RunBase):
 
     def __enter__(self) -> Run:
         self.send(RunStarted(self.prompt, self._run_id))
+        self._claim_synthesis()
         self._go_live()
         return self
 
@@ -361,7 +422,12 @@ class Run(_RunBase):
     ) -> bool:
         try:
             if error is None and self.outcome is None:
-                self.finish()
+                try:
+                    self.finish()
+                except (HaltError, HaltSignal) as stop:
+                    # The block ended after its time ran out, or a cancel: a stop like any.
+                    if not self._catches(stop):
+                        raise
                 return False
             return self._catches(error)
         finally:
@@ -369,7 +435,10 @@ class Run(_RunBase):
 
     def send(self, event: Event) -> Decision:
         """Report any event; carry out the decision."""
-        decision = self._handle(event)
+        try:  # costs nothing unless it raises
+            decision = self._handle(event)
+        except QuestionOpen:
+            return self._drive(self._flow(event, None))
         if decision is CONTINUE:  # the common case: nothing to carry out
             if self._live is not None:
                 self._live.saw(event, decision)
@@ -403,7 +472,7 @@ class Run(_RunBase):
             need = next(flow)
             while True:
                 try:
-                    result = _fulfil(self.guard, need)
+                    result = _fulfil(self, need)
                 except (HaltError, HaltSignal):
                     result = None  # the synthesis pass found no budget: keep the partial output
                 except Exception:
@@ -415,6 +484,8 @@ class Run(_RunBase):
         except StopIteration as done:
             decision: Decision = done.value
             return decision
+        finally:
+            flow.close()  # interrupted (Ctrl-C): let go of the locks it holds now, not at GC
 
     def turn(self) -> Decision:
         """A turn is about to start."""
@@ -477,6 +548,7 @@ class AsyncRun(_RunBase):
 
     async def __aenter__(self) -> AsyncRun:
         await self.send(RunStarted(self.prompt, self._run_id))
+        self._claim_synthesis()
         self._task = asyncio.current_task()
         self._loop = asyncio.get_running_loop()
         loop = self._loop
@@ -484,7 +556,17 @@ class AsyncRun(_RunBase):
         def cancelled() -> None:  # on the cancelling thread: hand over to the loop's
             loop.call_soon_threadsafe(self._interrupt_task)
 
-        self._unsubscribe = self.guard.governor.on_cancel(cancelled)
+        def moved() -> None:  # under the governor's lock, on the thread that moved it
+            loop.call_soon_threadsafe(self._arm)
+
+        governor = self.guard.governor
+        unsubscribed = (governor.on_cancel(cancelled), governor.on_deadline(moved))
+
+        def unsubscribe() -> None:
+            for listener in unsubscribed:
+                listener()
+
+        self._unsubscribe = unsubscribe
         self._arm()
         self._go_live()
         return self
@@ -501,7 +583,11 @@ class AsyncRun(_RunBase):
             self._task.uncancel()  # the cancellation was ours, and it ends here
         try:
             if error is None and self.outcome is None:
-                await self.finish()
+                try:
+                    await self.finish()
+                except (HaltError, HaltSignal) as stop:
+                    if not self._catches(stop):  # as in ``Run.__exit__``
+                        raise
                 return False
             if interrupted:
                 if self.outcome is None:
@@ -512,7 +598,8 @@ class AsyncRun(_RunBase):
             self._end_live()
 
     def _arm(self) -> None:
-        """Cancel the block's task when the deadline passes (re-armed as it moves)."""
+        """Cancel the block's task when the deadline passes (re-armed after each event, and
+        whenever the governor moves the deadline: ``set_limit`` from anywhere, say)."""
         if self._task is None or self._loop is None or self.outcome is not None:
             return
         governor = self.guard.governor
@@ -552,12 +639,16 @@ class AsyncRun(_RunBase):
             self._unsubscribe = None
 
     async def send(self, event: Event) -> Decision:
-        decision = self._handle(event)
-        if decision is CONTINUE:  # as in ``Run.send``
-            if self._live is not None:
-                self._live.saw(event, decision)
+        try:  # as in ``Run.send``
+            decision = self._handle(event)
+        except QuestionOpen:
+            decision = await self._adrive(self._flow(event, None))
         else:
-            decision = await self._adrive(self._flow(event, decision))
+            if decision is CONTINUE:
+                if self._live is not None:
+                    self._live.saw(event, decision)
+            else:
+                decision = await self._adrive(self._flow(event, decision))
         self._arm()
         return decision
 
@@ -586,7 +677,7 @@ class AsyncRun(_RunBase):
             need = next(flow)
             while True:
                 try:
-                    result = await _afulfil(self.guard, need)
+                    result = await _afulfil(self, need)
                 except (HaltError, HaltSignal):
                     result = None  # the synthesis pass found no budget: keep the partial output
                 except Exception:
@@ -597,6 +688,8 @@ class AsyncRun(_RunBase):
         except StopIteration as done:
             decision: Decision = done.value
             return decision
+        finally:
+            flow.close()  # cancelled: let go of the locks it holds now, not at GC
 
     async def turn(self) -> Decision:
         return await self.send(TurnStarting())
@@ -644,16 +737,25 @@ class AsyncRun(_RunBase):
 # Carrying out what the flow needs.
 
 
-def _fulfil(guard: Guard, need: _Need) -> Any:
+def _fulfil(run: _RunBase, need: _Need) -> Any:
     kind, payload = need
     if kind == "wait":
-        with payload:  # held by the thread that asks, until the human has answered
+        if payload.acquire(blocking=False):
+            # Not taken yet: the thread whose event raised the question is about to ask it.
+            payload.release()
+            time.sleep(WAIT_PAUSE)
+            return None
+        with payload:  # held by the thread that asks (or writes the answer) until it is done
             return None
     if kind == "synthesize":
         synthesizer, evidence = payload
-        result = synthesizer(evidence)
+        writing = _WRITING.set(run)
+        try:
+            result = synthesizer(evidence)
+        finally:
+            _WRITING.reset(writing)
     else:
-        result = _ask_within(guard.prompter, payload)
+        result = _ask_within(run.guard.prompter, payload)
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()
@@ -685,26 +787,77 @@ def _ask_within(prompter: Prompter | None, ask: Ask) -> Any:
     return box[0] if box else None
 
 
-async def _afulfil(guard: Guard, need: _Need) -> Any:
+async def _afulfil(run: _RunBase, need: _Need) -> Any:
     kind, payload = need
     if kind == "wait":
-        while payload.locked():  # another task is asking: let it
-            await asyncio.sleep(0.01)
+        # A pause first, even when the lock is free (the task whose event raised the question
+        # may not have taken it yet), then looks: a task never blocks the loop on a lock that
+        # another task holds.
+        await asyncio.sleep(WAIT_PAUSE)
+        while payload.locked():
+            await asyncio.sleep(WAIT_PAUSE)
         return None
-    if kind == "synthesize":
-        synthesizer, evidence = payload
-        result = synthesizer(evidence)
-        timeout = None
-    else:
-        assert guard.prompter is not None
-        result = guard.prompter(payload)
-        timeout = payload.timeout
-    if not inspect.isawaitable(result):
-        return result
+    if kind == "ask":
+        return await _aask(run.guard.prompter, payload)
+    synthesizer, evidence = payload
+    writing = _WRITING.set(run)
     try:
-        return await asyncio.wait_for(result, timeout)
+        result = synthesizer(evidence)
+        return (await result) if inspect.isawaitable(result) else result
+    finally:
+        _WRITING.reset(writing)
+
+
+async def _aask(prompter: Prompter | None, ask: Ask) -> Any:
+    """The prompter's answer; with a timeout, None once it has passed (the run then stops).
+
+    A synchronous prompter runs on a thread of its own, so that the loop goes on (other tasks,
+    the run's deadline) while the human thinks, and its wait can be cut short."""
+    assert prompter is not None
+    loop = asyncio.get_running_loop()
+    until = None if ask.timeout is None else loop.time() + ask.timeout
+    # An async function, or an object whose ``__call__`` is one, starts on the loop.
+    asynchronous = inspect.iscoroutinefunction(prompter) or inspect.iscoroutinefunction(
+        type(prompter).__call__
+    )
+    reply: Any = prompter(ask) if asynchronous else _on_a_thread(loop, prompter, ask)
+    try:
+        while inspect.isawaitable(reply):  # a plain function may return an awaitable, too
+            left = None if until is None else max(0.0, until - loop.time())
+            reply = await asyncio.wait_for(reply, left)
     except asyncio.TimeoutError:
         return None
+    return reply
+
+
+def _on_a_thread(
+    loop: asyncio.AbstractEventLoop, prompter: Prompter, ask: Ask
+) -> asyncio.Future[Any]:
+    """``prompter(ask)`` on a daemon thread (a prompter blocked on input must neither keep the
+    process alive nor hold up the loop's shutdown), as a future of ``loop``."""
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(reply: Any, error: BaseException | None) -> None:
+        if future.done():  # given up on: its time ran out, or the task was cancelled
+            return
+        if error is None:
+            future.set_result(reply)
+        else:
+            future.set_exception(error)
+
+    def ask_it() -> None:
+        reply: Any = None
+        failure: BaseException | None = None
+        try:
+            reply = context.run(prompter, ask)
+        except BaseException as error:  # handed to the loop's task below
+            failure = error
+        with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
+            loop.call_soon_threadsafe(settle, reply, failure)
+
+    threading.Thread(target=ask_it, name="haltwise-prompter", daemon=True).start()
+    return future
 
 
 def _max_tokens(decision: Decision, asked: int | None) -> int | None:

@@ -5,7 +5,8 @@
     HaltwiseError
     ├── ConfigurationError          misuse: bad limits, env values, config files, unpriced models
     │   ├── InvalidValueError       one bad value, naming its source and the valid forms
-    │   └── UnpricedModelError      a cost limit is set but a model has no known price
+    │   ├── UnpricedModelError      a cost limit is set but a model has no known price
+    │   └── QuestionOpen            an event came while a question to the human is unanswered
     ├── LedgerError                 the ledger could not be reached or answered wrongly
     └── HaltError                   a run was stopped; carries its Outcome
         ├── LimitExceeded           a limit tripped
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .decisions import Ask
     from .outcome import Outcome
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "LedgerError",
     "LimitExceeded",
     "ModelCallLimitExceeded",
+    "QuestionOpen",
     "RunCancelled",
     "RunDeclined",
     "StuckError",
@@ -92,6 +95,23 @@ class UnpricedModelError(ConfigurationError):
         self.model = model
         super().__init__(
             f"cannot enforce a cost limit: no price is known for model {model!r}. {how_to_fix}"
+        )
+
+
+class QuestionOpen(ConfigurationError):
+    """An event came while the governor's question to the human (``ask``) is unanswered.
+
+    A driver that reports events from several threads or tasks catches it: the thread that
+    holds the ``Ask`` is asking it, and the others wait for its answer, then report their
+    events again. In a single thread it is misuse: the answer must go to ``resolve()`` first.
+    """
+
+    def __init__(self, ask: Ask) -> None:
+        #: The open question.
+        self.ask = ask
+        super().__init__(
+            f"{ask.question!r} is still unanswered: pass the answer to Governor.resolve() "
+            "before sending more events"
         )
 
 

@@ -46,7 +46,13 @@ from .decisions import (
     joined,
 )
 from .dispatch import Dispatch, new_lock
-from .errors import ConfigurationError, InvalidValueError, LedgerError, UnpricedModelError
+from .errors import (
+    ConfigurationError,
+    InvalidValueError,
+    LedgerError,
+    QuestionOpen,
+    UnpricedModelError,
+)
 from .events import (
     MAX_CALL_DOLLARS,
     Event,
@@ -222,6 +228,8 @@ class Governor:
         self._cancel_code = "cancelled"
         self._cancel_lock = threading.Lock()
         self._cancel_listeners: list[Callable[[], None]] = []
+        #: Told when the earliest deadline moves (``on_deadline``): changed only under the lock.
+        self._deadline_listeners: tuple[Callable[[], None], ...] = ()
         #: The per-event entry point: ``handle`` is its method (``dispatch.py``).
         self._dispatch = Dispatch(self, new_lock(), clock, plain=parent is None)
         self.handle = self._dispatch.handle
@@ -239,8 +247,11 @@ class Governor:
         self._over: list[tuple[Any, int, int, str]] = []
         #: Phases entered and not yet left, outermost first.
         self._phases: list[Phase] = []
-        #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted.
+        #: Whether the synthesis pass of a run stopped with ``synthesize`` was admitted: one
+        #: is, and every request after it is refused.
         self._synthesizing = False
+        #: Whether a driver's synthesizer has claimed that pass (``claim_synthesis``).
+        self._pass_claimed = False
         self._slots: dict[Leaf, Slot] = {}
         #: The earliest deadline of every time limit (``deadline()``), kept by ``_set_due``.
         self._earliest: float | None = None
@@ -314,10 +325,7 @@ class Governor:
         if self._pending is not None and type(event) is RunStarted:
             self._pending = None  # a new prompt makes the open question moot
         if self._pending is not None:
-            raise ConfigurationError(
-                f"{self._pending[0].question!r} is still unanswered: pass the answer to "
-                "Governor.resolve() before sending more events"
-            )
+            raise QuestionOpen(self._pending[0])
         if self._parent is not None and type(event) in _SPENDING:
             return self._through_parent(event)
         decision: Decision = self._handlers[type(event)](event)  # checked by the dispatch
@@ -346,6 +354,11 @@ class Governor:
                 "resolve() got an Ask that is not this governor's open question"
             )
         reply = _as_answer(answer)  # a bad answer leaves the question open
+        if self._cancel_reason is not None:
+            # Stopped (``cancel()``, or a kill from elsewhere) while it waited: the stop wins
+            # over whatever answer came, or none, and the limit stays as it was.
+            cancelled: Stop = self._cancelled()
+            return cancelled
         _, limit, before, ctx = self._pending
         self._pending = None
         self._refresh()
@@ -404,6 +417,21 @@ class Governor:
 
         return unsubscribe
 
+    def on_deadline(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` whenever the earliest deadline (``deadline()``) moves: a time
+        limit set, extended or continued, a phase entered or left, a run started. It is called
+        under the governor's lock, on the thread that moved it: it must only hand the news on
+        (``loop.call_soon_threadsafe``). Returns a function that unsubscribes."""
+        with self.lock:
+            self._deadline_listeners = (*self._deadline_listeners, listener)
+
+        def unsubscribe() -> None:
+            with self.lock:
+                listeners = self._deadline_listeners
+                self._deadline_listeners = tuple(kept for kept in listeners if kept is not listener)
+
+        return unsubscribe
+
     def synthesized(self, answer: str) -> Outcome:
         """The final outcome after a driver wrote ``answer`` for a ``Stop(synthesize=True)``.
 
@@ -424,8 +452,27 @@ class Governor:
                 usage=self.usage,
             )
             self._stopped = Stop(final)
-            self._synthesizing = False
+            self._synthesizing = self._pass_claimed = False
             return final
+
+    def claim_synthesis(self) -> None:
+        """A driver's synthesizer writes the answer of the current run's ``synthesize`` stop
+        (claimed at the run's start, or at the stop): its model call is the synthesis pass,
+        admitted by ``synthesis_request``. ``handle`` then admits no request as the pass, since
+        one made after the stop by another thread (a call the agent had under way) would take
+        its place."""
+        with self.lock:
+            self._pass_claimed = True
+
+    def synthesis_request(self, event: ModelRequest) -> Decision:
+        """The decision on the claimed synthesis pass's request (``claim_synthesis``):
+        admitted once, when the budget left can pay for it. Any other request is decided as
+        ``handle`` decides it."""
+        with self.lock:
+            stop = self._stopped
+            if stop is None or not stop.synthesize or self._synthesizing:
+                return self.handle(event)
+            return self._admit_synthesis(event)
 
     def stop(self, reason: str, message: str, status: Status = Status.ABANDONED) -> Stop:
         """End the current run now, from outside the limits (a crash, a kill switch).
@@ -706,7 +753,7 @@ class Governor:
             self._settle_in_flight()
             self._stopped = None
             self._pending = None
-            self._synthesizing = False
+            self._synthesizing = self._pass_claimed = False
             self._refresh()
             self._set_due()
 
@@ -740,7 +787,7 @@ class Governor:
         now = self._clock()
         self._settle_in_flight()
         self._stopped = None
-        self._synthesizing = False
+        self._synthesizing = self._pass_claimed = False
         self._refresh()
         self._run.reset(now)
         if self._session.started_at is None:
@@ -1000,11 +1047,15 @@ class Governor:
     # After a stop
 
     def _after_stop(self, event: Event) -> Decision:
-        """Events after the run stopped: usage still counts; a synthesis pass is budgeted."""
+        """Events after the run stopped: usage still counts; one synthesis pass is budgeted
+        (the first request, unless a driver's synthesizer has claimed the pass), and every
+        other request is refused, without a pass of its own."""
         stop = self._stopped
         assert stop is not None
         kind = type(event)
         if kind is ModelRequest and stop.synthesize:
+            if self._synthesizing or self._pass_claimed:
+                return replace(stop, synthesize=False, synthesizer=None)
             return self._admit_synthesis(event)  # type: ignore[arg-type]
         if kind is ModelResponse:
             # It was sent before the stop, or it is the synthesis pass: either way it is spent,
@@ -1038,7 +1089,7 @@ class Governor:
                     f"pay for one ({verdict}); the partial output is kept."
                 )
                 self._stopped = Stop(replace(outcome, message=message, usage=self.usage))
-                self._synthesizing = False
+                self._synthesizing = self._pass_claimed = False
                 return self._stopped
         self._synthesizing = True
         max_tokens = self._count_request(event)
@@ -1304,7 +1355,10 @@ class Governor:
                 earliest = at
             if limit.warn_at is None and (due is None or at < due):
                 due = at  # a plain time limit: left out of the tables until then
-        self._earliest = earliest
+        if earliest != self._earliest:
+            self._earliest = earliest
+            for listener in self._deadline_listeners:
+                listener()
         if due is not None and self._clock() >= due:
             self._time_is_up()
         else:
