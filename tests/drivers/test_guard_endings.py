@@ -18,9 +18,9 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 import pytest
+from finishing import WAITING, finished
 
 from haltwise import (
     Ask,
@@ -34,32 +34,8 @@ from haltwise import (
 from haltwise.engine.policies import ask
 from haltwise.testing import FakeClock
 
-T = TypeVar("T")
-
-#: Seconds a test waits for what takes a fraction of one before it fails.
-WAITING = 10.0
 #: How soon after its deadline a run must have ended.
 PROMPTLY = 1.0
-
-
-def finished(target: Callable[[], T]) -> T:
-    """``target()``, on a daemon thread that must finish within ``WAITING``."""
-    results: list[T] = []
-    failures: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(target())
-        except BaseException as error:  # raised again in the test's thread
-            failures.append(error)
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    thread.join(WAITING)
-    assert not thread.is_alive(), f"not finished within {WAITING}s"
-    if failures:
-        raise failures[0]
-    return results[0]
 
 
 # The implicit finish

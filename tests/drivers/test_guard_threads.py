@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from finishing import WAITING, finished
 
 from haltwise import (
     Answer,
@@ -40,32 +41,8 @@ from haltwise import (
 from haltwise.engine.errors import QuestionOpen
 from haltwise.engine.events import Event
 
-T = TypeVar("T")
-
-#: Seconds a test waits for what takes milliseconds before it fails.
-WAITING = 10.0
 #: The threads (or tasks) that report events besides the one that asks, or writes the answer.
 OTHERS = 3
-
-
-def finished(target: Callable[[], T]) -> T:
-    """``target()``, on a daemon thread that must finish within ``WAITING``."""
-    results: list[T] = []
-    failures: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(target())
-        except BaseException as error:  # raised again in the test's thread
-            failures.append(error)
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    thread.join(WAITING)
-    assert not thread.is_alive(), f"not finished within {WAITING}s: a thread or task is stuck"
-    if failures:
-        raise failures[0]
-    return results[0]
 
 
 def meetings(run: Run | AsyncRun, met: Callable[[], None]) -> None:
