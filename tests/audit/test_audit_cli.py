@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from haltwise.cli import main
+from haltwise.engine.detectors import DEFAULTS
 
 DATA = Path(__file__).parent / "data"
 GOOD = [str(DATA / name) for name in ("swe-agent", "mini", "tau", "openai", "haltwise")]
@@ -110,6 +112,33 @@ def test_a_profile_that_cannot_be_written_is_refused_before_the_replay(
 def test_a_bad_limit_expression_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", *GOOD, "--limits", "__import__('os')"]) == 2
     assert "is not a limit factory" in capsys.readouterr().err
+
+
+def test_the_trade_off_curve_scales_the_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile that can never fire saves nothing at any point of the curve, not the defaults
+    scaled (which a threshold given in the call would put in place of the file's)."""
+    profile = tmp_path / "never.json"
+    never = {name: 1000 for name, default in DEFAULTS.items() if default is not None}
+    profile.write_text(json.dumps({"stuck": never}), encoding="utf-8")
+    page = tmp_path / "audit.html"
+    limits = f"stuck(profile={str(profile)!r})"
+    assert main(["audit", *GOOD, "--limits", limits, "--html", str(page), "--no-progress"]) == 0
+    capsys.readouterr()
+    title = r"<title>(stuck\([^<]*\)): [^<]*% cut, ([^<]*)% saved</title>"
+    points = re.findall(title, page.read_text(encoding="utf-8"))
+    assert len(points) == 6
+    assert all(saved == "0.0" for _, saved in points), points
+    assert "stuck(repeat=500, same_error=500," in points[0][0]  # the profile's 1000 halved
+
+
+def test_an_expression_that_does_not_parse_is_a_usage_error_with_html(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "audit.html"
+    assert main(["audit", *GOOD, "--limits", "max_turns(", "--html", str(page)]) == 2
+    assert "never closed" in capsys.readouterr().err
 
 
 def test_a_missing_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

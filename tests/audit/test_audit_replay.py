@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -218,6 +219,78 @@ def test_thresholds_scale() -> None:
     assert scaled("repeats(3)", 0.1) == "repeats(2)"  # never below what the factory accepts
     assert scaled("stuck(cycle=None)", 2).count("cycle") == 1
     parse_limits(scaled("stuck() | max_turns(25)", 0.5))
+
+
+def _profile(tmp_path: Path, thresholds: dict[str, int | None]) -> str:
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"stuck": thresholds}), encoding="utf-8")
+    return str(path)
+
+
+def _leaves(text: str) -> set[str]:
+    return {repr(leaf) for leaf in parse_limits(text).leaves()}
+
+
+def test_a_profile_is_scaled_not_the_defaults(tmp_path: Path) -> None:
+    path = _profile(tmp_path, {"repeat": 6, "same_error": 5, "no_progress": 7, "cycle": None})
+    doubled = scaled(f"stuck(profile={path!r})", 2)
+    assert "profile" not in doubled  # every threshold is spelled out instead
+    assert _leaves(doubled) == _leaves(
+        "stuck(repeat=12, same_error=10, same_tool_error=8, cycle=None, scattered=8, "
+        "no_progress=14, monologue=16, degenerate=20)"
+    )
+    assert not any(leaf.startswith("cycles(") for leaf in _leaves(doubled))  # off stays off
+
+
+def test_a_threshold_given_in_the_call_wins_over_the_profile(tmp_path: Path) -> None:
+    path = _profile(tmp_path, {"repeat": 6, "no_progress": 7, "monologue": 12, "paging": 8})
+    text = f"stuck(profile={path!r}, repeat=5, no_progress=None, window=10)"
+    assert _leaves(scaled(text, 2)) == _leaves(
+        "stuck(repeat=10, same_error=6, same_tool_error=8, cycle=4, scattered=8, "
+        "no_progress=None, monologue=24, degenerate=20, paging=16, window=10)"
+    )
+
+
+def test_a_scaled_profile_threshold_equal_to_the_default_is_kept(tmp_path: Path) -> None:
+    """With ``profile=`` kept, ``repeat=3`` (the default) would bring the file's 4 back."""
+    path = _profile(tmp_path, {"repeat": 4})
+    assert "repeats(3)" in _leaves(scaled(f"stuck(profile={path!r})", 0.75))
+
+
+def test_a_profile_threshold_is_scaled_down_to_its_own_minimum(tmp_path: Path) -> None:
+    path = _profile(tmp_path, {"no_progress": 1, "monologue": 1})
+    halved = _leaves(scaled(f"stuck(profile={path!r})", 0.5))
+    assert {"no_progress(1)", "monologue(1)"} <= halved
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "stuck()",
+        "stuck(cycle=None, paging=5)",
+        "stuck(profile={path!r})",
+        "stuck(profile={path!r}, repeat=3, same_error=None)",  # 3 is the default: the file's
+        "stuck(profile={path!r}, repeat=8, paging=None, window=10)",
+        "stuck(profile=None, scattered=6) | max_turns(30)",
+    ],
+)
+def test_scaled_by_one_replays_as_written(tmp_path: Path, call: str) -> None:
+    """The sweep's point scaled by 1 is the audit's own result: the same detectors as ``stuck()``
+    resolves the expression to, profile and all."""
+    path = _profile(tmp_path, {"repeat": 5, "same_error": 6, "cycle": None, "paging": 9})
+    text = call.format(path=path)
+    assert _leaves(scaled(text, 1.0)) == _leaves(text)
+
+
+def test_a_profile_that_cannot_be_loaded_is_left_for_the_parser(tmp_path: Path) -> None:
+    text = f"stuck(profile={str(tmp_path / 'missing.json')!r})"
+    assert scaled(text, 2) == text
+    with pytest.raises(InvalidValueError, match="missing.json"):
+        parse_limits(scaled(text, 2))
+
+
+def test_an_expression_that_does_not_parse_is_left_for_the_parser() -> None:
+    assert scaled("max_turns(", 2) == "max_turns("
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ them) are allowed. Nothing is ever passed to ``eval``.
 
 ``scaled(expr, factor)`` rewrites the thresholds of an expression (for the trade-off curve of
 ``--html``): every count, amount and duration is multiplied by ``factor``, and ``stuck()``
-first spells out its default thresholds so that they are scaled too.
+first spells out the thresholds it runs with (its profile's, then the call's own, as ``stuck()``
+resolves them, else the defaults) so that they are scaled too.
 """
 
 from __future__ import annotations
@@ -134,9 +135,13 @@ def _evaluate(node: ast.expr) -> Any:
 
 
 def scaled(text: str, factor: float) -> str:
-    """``text`` with every threshold multiplied by ``factor`` (counts stay whole, at least 2
-    for detectors and 1 otherwise; ``unlimited`` and ``None`` stay as they are)."""
-    tree = ast.parse(text.strip(), mode="eval")
+    """``text`` with every threshold multiplied by ``factor`` (counts stay whole, at least
+    ``stuck()``'s minimum for its thresholds, 2 for other detectors and 1 otherwise;
+    ``unlimited`` and ``None`` stay as they are)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return text  # parse_limits says what is wrong with it
     _Scaler(factor).visit(tree)
     return ast.unparse(tree)
 
@@ -154,15 +159,15 @@ class _Scaler(ast.NodeTransformer):
             return node
         minimum = 2 if name in _DETECTORS else 1
         if name == "stuck":
-            given = {keyword.arg for keyword in node.keywords}
-            for key, value in detectors.DEFAULTS.items():
-                if key not in given and value is not None:
-                    node.keywords.append(ast.keyword(key, ast.Constant(value)))
+            _spell_out_stuck(node)
         if node.args:
             node.args[0] = self._scale(node.args[0], minimum)
         for keyword in node.keywords:
             if keyword.arg in _THRESHOLDS:
-                keyword.value = self._scale(keyword.value, minimum)
+                floor = minimum
+                if name == "stuck" and keyword.arg in detectors.MINIMUMS:
+                    floor = detectors.MINIMUMS[keyword.arg]
+                keyword.value = self._scale(keyword.value, floor)
         return node
 
     def _scale(self, node: ast.expr, minimum: int) -> ast.expr:
@@ -180,6 +185,39 @@ class _Scaler(ast.NodeTransformer):
                 return node
             return ast.Constant(str((amount * Decimal(str(self.factor))).quantize(Decimal("0.01"))))
         return node
+
+
+def _spell_out_stuck(node: ast.Call) -> None:
+    """Give the ``stuck()`` call ``node`` every threshold it runs with, in place of its
+    ``profile=``: the file's thresholds, overridden by the call's own as ``stuck()`` overrides
+    them (a value other than the default wins), else the defaults. ``profile=`` goes, for
+    ``stuck()`` would put the file's threshold back wherever a scaled one equals the default. A
+    profile that is not a literal path, or cannot be loaded, leaves the call as written, for
+    ``parse_limits`` to name what is wrong with it."""
+    given = {keyword.arg: keyword.value for keyword in node.keywords}
+    fitted: dict[str, int | None] = {}
+    if "profile" in given:
+        path = given["profile"]
+        if not isinstance(path, ast.Constant) or not isinstance(path.value, str | None):
+            return
+        if path.value is not None:
+            try:
+                fitted = detectors.load_profile(path.value)
+            except InvalidValueError:
+                return
+    keywords = []
+    for name, default in detectors.DEFAULTS.items():
+        value = given.get(name, ast.Constant(default))
+        # As in ``stuck()``: a threshold the call leaves at its default is the profile's.
+        if isinstance(value, ast.Constant) and value.value == default and name in fitted:
+            value = ast.Constant(fitted[name])
+        if not (isinstance(value, ast.Constant) and value.value is None and default is None):
+            keywords.append(ast.keyword(name, value))
+    node.keywords = keywords + [
+        keyword
+        for keyword in node.keywords
+        if keyword.arg not in detectors.DEFAULTS and keyword.arg != "profile"
+    ]
 
 
 _DETECTORS = frozenset(
