@@ -75,9 +75,9 @@ def test_nested_arguments_are_canonical_too() -> None:
     assert action_key("search", first) != action_key("search", {**second, "limit": 6})
 
 
-def _nested(depth: int, leaf: object = 1) -> object:
-    value = leaf
-    for _ in range(depth):
+def _nested(depth: int, leaf: object = 1) -> dict[str, Any]:
+    value: dict[str, Any] = {"a": [leaf]}
+    for _ in range(depth - 1):
         value = {"a": [value]}
     return value
 
@@ -102,7 +102,8 @@ def test_arguments_that_hold_themselves_or_nest_without_end_neither_raise_nor_cr
     inside: list[object] = []
     inside.append(inside)
     parsed = json.loads('{"a":[' * 300 + "1" + "]}" * 300)
-    for arguments in (itself, {"items": inside}, parsed, _nested(20_000)):
+    cases: list[dict[str, Any]] = [itself, {"items": inside}, parsed, _nested(20_000)]
+    for arguments in cases:
         assert action_key("tool", arguments) == action_key("tool", arguments)
         governor = Governor(stuck())
         governor.handle(RunStarted("x"))
