@@ -263,6 +263,20 @@ def one_detector(api: Any) -> Any:
     return api.stuck(**dict.fromkeys((*others, "monologue", "degenerate")))
 
 
+def batches(results: list[str]) -> Callable[[], list[str]]:
+    """The next ``CALLS_PER_RUN`` of ``results`` at each call, from the start again at the end."""
+    position = 0
+
+    def following() -> list[str]:
+        nonlocal position
+        if position + CALLS_PER_RUN > len(results):
+            position = 0
+        position += CALLS_PER_RUN
+        return results[position - CALLS_PER_RUN : position]
+
+    return following
+
+
 def per_call_loop(
     api: Any, results: list[str], detectors: Callable[[Any], Any] | None = default_stuck
 ) -> Callable[[], float]:
@@ -280,15 +294,11 @@ def per_call_loop(
         limits = limits | detectors(api)
     handle = api.Governor(limits).handle
     calls = [(*tool_args(index), f"call_{index}") for index in range(CALLS_PER_RUN)]
-    position = 0
+    following = batches(results)
 
     def run() -> float:
-        nonlocal position
         handle(api.RunStarted(prompt="Fix the failing test"))
-        if position + CALLS_PER_RUN > len(results):
-            position = 0
-        outputs = results[position : position + CALLS_PER_RUN]
-        position += CALLS_PER_RUN
+        outputs = following()
         started = time.perf_counter_ns()
         for (name, arguments, call_id), output in zip(calls, outputs, strict=True):
             handle(api.ToolCall(name, arguments, call_id))
@@ -351,14 +361,10 @@ def analysis_loop(results: list[str]) -> Callable[[], float]:
     from haltwise.engine.detectors._keys import analyze_call, analyze_result
 
     calls = [(*tool_args(index), f"call_{index}") for index in range(CALLS_PER_RUN)]
-    position = 0
+    following = batches(results)
 
     def run() -> float:
-        nonlocal position
-        if position + CALLS_PER_RUN > len(results):
-            position = 0
-        outputs = results[position : position + CALLS_PER_RUN]
-        position += CALLS_PER_RUN
+        outputs = following()
         started = time.perf_counter_ns()
         for (name, arguments, call_id), output in zip(calls, outputs, strict=True):
             action = analyze_call(ToolCall(name, arguments, call_id))
