@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,8 @@ from haltwise import (
     max_turns,
     timeout,
 )
-from haltwise.engine.errors import QuestionOpen
+from haltwise.engine.errors import LedgerError, QuestionOpen
+from haltwise.engine.ledger import Budget
 from haltwise.engine.limits import Limit
 from haltwise.testing import FakeClock
 
@@ -421,3 +423,68 @@ def test_dollars_are_exact_through_a_continue_a_checkpoint_and_a_restore() -> No
     assert resumed.usage.cost == billed
     (standing,) = resumed.standing()
     assert (standing.used, standing.cap) == (Decimal("0.001075956789"), Decimal("0.0015"))
+
+
+class _Unreachable(MemoryLedger):
+    """A memory ledger whose spends fail while ``down``."""
+
+    down = False
+
+    def charge(self, budget: Budget, amount: int, limit: int) -> Any:
+        if self.down:
+            raise LedgerError("connection refused")
+        return super().charge(budget, amount, limit)
+
+    def spend(self, budget: Budget, amount: int, op_id: str) -> int:
+        if self.down:
+            raise LedgerError("connection refused")
+        return super().spend(budget, amount, op_id)
+
+
+def _turns_spent(ledger: MemoryLedger) -> int:
+    return sum(state.spent for state in ledger.budgets() if state.budget.metric == "turns")
+
+
+@pytest.mark.parametrize("ending", ["completed", "stopped", "killed"])
+def test_a_run_ending_settles_what_it_spent_while_the_ledger_was_down(ending: str) -> None:
+    ledger = _Unreachable()
+    governor = Governor(
+        max_turns(10, key="team"), clock=FakeClock(), ledger=ledger, on_ledger_error="open"
+    )
+    governor.handle(RunStarted("task", run_id="plain"))
+    assert governor.handle(TurnStarting()) is CONTINUE
+    ledger.down = True
+    assert governor.handle(TurnStarting()) is CONTINUE  # local limits alone: waits to settle
+    assert governor.handle(TurnStarting()) is CONTINUE
+    assert len(governor.checkpoint()["unsettled"]) == 2
+    ledger.down = False  # back, and the run ends before it would try the ledger again
+    if ending == "completed":
+        stop = governor.handle(RunEnded("done"))
+    elif ending == "stopped":
+        stop = governor.stop("error", "the agent crashed")
+    else:
+        governor.kill("enough")
+        stop = governor.handle(TurnStarting())
+    assert isinstance(stop, Stop)
+    assert _turns_spent(ledger) == 3  # no driver settled them: the governor's stop did
+    assert governor.checkpoint()["unsettled"] == []
+    if stop.outcome.checkpoint is not None:  # and the checkpoint holds none to settle twice
+        assert ledger.load_checkpoint(stop.outcome.checkpoint)["unsettled"] == []
+
+
+def test_settle_waiting_says_what_the_ledger_still_cannot_take() -> None:
+    ledger = _Unreachable()
+    governor = Governor(
+        max_turns(10, key="team"), clock=FakeClock(), ledger=ledger, on_ledger_error="open"
+    )
+    governor.handle(RunStarted("task"))
+    assert governor.settle_waiting() is None  # nothing waits
+    ledger.down = True
+    governor.handle(TurnStarting())
+    error = governor.settle_waiting()
+    assert isinstance(error, LedgerError)
+    assert str(error) == "connection refused"
+    assert len(governor.checkpoint()["unsettled"]) == 1
+    ledger.down = False
+    assert governor.settle_waiting() is None
+    assert (_turns_spent(ledger), governor.checkpoint()["unsettled"]) == (1, [])

@@ -102,6 +102,7 @@ class LiveRun:
             model=self.model,
             limits=repr(self.governor.limits),
             keys=shared_keys(self.governor),
+            interval=self.interval,
         )
         self.beat()
         self._thread = threading.Thread(
@@ -191,14 +192,12 @@ class LiveRun:
         """Hand the ledger the spends the run made while it was unreachable (failing open):
         with no later event to do it, they would be lost to the shared budgets. Those it still
         cannot take are said in a warning, with where they are kept, if anywhere."""
-        # The governor keeps its shared budgets to itself; this is the one driver that needs
-        # them (a run's end is the governor's caller's to know).
-        budgets = self.governor._budgets
+        # The governor's stop tried already; the ledger may have come back since.
         with self.governor.lock:
-            waiting = len(budgets.unsettled)
-            error = budgets.settle_waiting()
-        if error is None:
-            return
+            error = self.governor.settle_waiting()
+            if error is None:
+                return
+            waiting = len(self.governor.checkpoint()["unsettled"])
         checkpoint = None if outcome is None else outcome.checkpoint
         kept = (
             f"they are kept in its checkpoint {checkpoint}: resuming the run settles them"

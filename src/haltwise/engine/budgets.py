@@ -7,8 +7,9 @@ refused, what the others were granted for the same event is given back, so an ev
 not happen spends nothing. A spend the ledger could not take (it was unreachable) waits in
 ``unsettled``, in order, and is retried before the next call to the ledger, and kept in
 checkpoints: never lost, never counted twice (each carries an id the ledger remembers). When
-the run ends, what still waits is tried once more, whether or not the ledger was given its
-rest (``settle_waiting``): a run that ends soon after the ledger is back loses nothing.
+the run ends (the governor's stop, and ``Governor.settle_waiting`` from drivers), what still
+waits is tried once more, whether or not the ledger was given its rest (``settle_waiting``): a
+run that ends soon after the ledger is back loses nothing.
 """
 
 from __future__ import annotations

@@ -680,6 +680,18 @@ class Governor:
             parent=self,
         )
 
+    def settle_waiting(self) -> LedgerError | None:
+        """Hand the ledger, now, the spends of shared limits it could not take while it was
+        unreachable (``on_ledger_error="open"``), though it failed a moment ago: None once
+        none is waiting, else the ledger's error (those still waiting stay in ``checkpoint()``
+        and are tried again before the next call to the ledger).
+
+        A run's stop does it already (unless the stop is the ledger's being unreachable);
+        drivers call it again as the run ends, to say what is still waiting then.
+        """
+        with self.lock:
+            return self._budgets.settle_waiting()
+
     def checkpoint(self) -> dict[str, Any]:
         """The counts of the current run and session, as JSON-compatible data.
 
@@ -1198,6 +1210,11 @@ class Governor:
         phase = phase if ctx is None else _phase_of(ctx)
         if phase is not None and not message.startswith("In phase"):
             message = f"In phase {phase!r}: {message}"
+        if self._budgets.unsettled and reason != "ledger_unavailable":
+            # No later event would settle them: the run's end is their last chance (before the
+            # checkpoint, which keeps only those still waiting). A ledger that has just failed
+            # the run is not asked again.
+            self._budgets.settle_waiting()
         checkpoint = None
         if status is not Status.COMPLETED:
             try:
