@@ -194,7 +194,8 @@ def test_recent_runs_are_the_newest_first(make_ledger: LedgerFactory) -> None:
 
 def test_the_first_answer_wins(make_ledger: LedgerFactory) -> None:
     one, two = make_ledger(), make_ledger()
-    with pytest.raises(LedgerError, match="not waiting"):
+    one.register(RunInfo("r1"))
+    with pytest.raises(LedgerError, match="run 'r1' is not waiting for an answer"):
         two.answer("r1", "continue")
     one.ask("r1", "You've used 3 turns. Continue?", ("continue", "extend", "wrap_up", "abort"))
     (open_question,) = two.pending()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -116,6 +117,39 @@ def test_stop_refuses_a_run_that_is_not_live(tmp_path: Path) -> None:
         assert ledger.killed("ended") is None
 
 
+def test_approve_refuses_a_run_whose_process_is_gone_and_runs_shows_it_gone(
+    tmp_path: Path,
+) -> None:
+    # Two runs asked two minutes ago; "dead" has not been heard from since (its process was
+    # killed), "alive" beats on.
+    asked = time.time() - 120
+    with SqliteLedger(tmp_path / "fleet.db", clock=lambda: asked) as then:
+        for run_id in ("dead", "alive"):
+            then.register(RunInfo(run_id, host="box", pid=1, interval=2.0))
+            then.ask(run_id, "Go on?", ("continue", "abort"))
+            then.heartbeat(run_id, {"turns": 2}, "waiting")
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        ledger.heartbeat("alive", {"turns": 2}, "waiting")
+    env = fleet_env(tmp_path)
+    refused = haltwise("approve", "dead", "--continue", env=env)
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert re.fullmatch(
+        r"haltwise approve: run 'dead' is not running: it has not been heard from for 12\ds "
+        r"\(more than 60s\): its process is gone, and its question with it\n",
+        refused.stderr,
+    )
+    listed = {row["run_id"]: row for row in runs(env)}
+    assert (listed["dead"]["gone"], listed["alive"]["gone"]) == (True, False)
+    table = haltwise("runs", env=env).stdout
+    assert "gone" in next(line for line in table.splitlines() if "dead" in line)
+    assert "waiting" in next(line for line in table.splitlines() if "alive" in line)
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        assert [p.run_id for p in ledger.pending()] == ["alive"]
+    told = haltwise("approve", "alive", "--continue", env=env)
+    assert (told.returncode, told.stdout) == (0, "alive: continue (to 'Go on?')\n")
+
+
 def test_commands_that_read_runs_make_no_ledger_where_a_mistyped_path_points(
     tmp_path: Path,
 ) -> None:
@@ -176,7 +210,7 @@ def test_approve_and_stop_runs_from_another_process(tmp_path: Path) -> None:
             assert last["outcome"]["usage"]["turns"] == 4
             late = haltwise("approve", waiting["run_id"], "--continue", env=env)
             assert late.returncode == 1
-            assert "is not waiting for an answer" in late.stderr
+            assert f"run {waiting['run_id']!r} is not running: it has ended" in late.stderr
 
             other = wait_until(
                 lambda: [r for r in runs(env) if r["run_id"] != waiting["run_id"]],

@@ -109,7 +109,7 @@ def test_a_headless_run_waits_for_approval_from_elsewhere(make_shared: LedgerFac
     approver.join()
     # Two turns, the question, two more turns, then the limit again: no answer means abort.
     assert turns == [1, 2, 3, 4]
-    with pytest.raises(LedgerError, match="not waiting"):
+    with pytest.raises(LedgerError, match=r"run 'live-4' is not running: it has ended"):
         other.answer("live-4", "abort")  # too late: the run has ended
     assert run.outcome is not None
     assert run.outcome.reason == "turn_limit"

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from ..engine.ledger import Ledger, RunInfo
+from ..engine.ledger import GONE_SECONDS, Ledger, RunInfo
 
 __all__ = [
     "STALE_SECONDS",
@@ -92,10 +92,12 @@ def age(epoch: float, now: float | None = None) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
-def run_row(info: RunInfo, now: float) -> dict[str, Any]:
-    """A run as JSON for scripts (and the source of its table row)."""
+def run_row(info: RunInfo, now: float, gone_after: float = GONE_SECONDS) -> dict[str, Any]:
+    """A run as JSON for scripts (and the source of its table row): ``stale`` when it has
+    not been heard from for a while, ``gone`` once its process must be (``RunInfo.gone``)."""
     data = info.to_dict()
     data["stale"] = info.live and now - info.heartbeat > STALE_SECONDS
+    data["gone"] = info.gone(now, gone_after)
     return data
 
 

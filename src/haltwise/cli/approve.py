@@ -1,4 +1,6 @@
-"""``haltwise approve RUN``: answer the question a run waits on, from anywhere."""
+"""``haltwise approve RUN``: answer the question a run waits on, from anywhere. A run that is
+not running (it ended, its process is gone without ending it, or no run has that id) is an
+error, exit 1, saying which: its question, if any, is closed."""
 
 from __future__ import annotations
 

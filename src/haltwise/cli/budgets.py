@@ -1,4 +1,6 @@
-"""``haltwise budgets``: each shared budget in the ledger: spent, held, limit, window."""
+"""``haltwise budgets``: each shared budget in the ledger: spent, held, limit, window. The
+current windows by default; ``--all`` adds the windows that have reset, which the ledger keeps
+for a while (``haltwise.engine.ledger``: 7 days) before it drops them."""
 
 from __future__ import annotations
 
@@ -10,18 +12,25 @@ HELP = "List the shared budgets in the ledger: spent, reserved, limit, period an
 def configure(parser: argparse.ArgumentParser) -> None:
     from ._fleet import add_ledger_option
 
+    parser.add_argument(
+        "--all", action="store_true", help="past windows too (kept 7 days after they reset)"
+    )
     parser.add_argument("--json", action="store_true", help="JSON for scripts")
     add_ledger_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    import time
+
     from ._fleet import ledger_from, ledger_name, money, print_json, print_table, when
 
     ledger = ledger_from(args)
     try:
-        states = ledger.budgets()
+        kept = ledger.budgets()
     finally:
         ledger.close()
+    now = time.time()
+    states = [state for state in kept if args.all or not state.budget.ended(now)]
     if args.json:
         print_json(
             [
@@ -58,5 +67,9 @@ def run(args: argparse.Namespace) -> int:
         for state in states
     ]
     columns = ["key", "counts", "window", "spent", "reserved", "limit", "resets"]
-    print_table(f"budgets in {ledger_name(ledger)}", columns, rows)
+    past = len(kept) - len(states)
+    title = f"budgets in {ledger_name(ledger)}"
+    if past:
+        title += f" (current windows; --all for {past} past)"
+    print_table(title, columns, rows)
     return 0

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runs = ledger.runs(live=not args.all, limit=limit)
         now = time.time()
-        rows = [run_row(info, now) for info in runs]
+        rows = [run_row(info, now, ledger.gone_after) for info in runs]
     finally:
         ledger.close()
     if args.json:
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         outcome = row["outcome"] or {}
         counts = outcome.get("usage") or row["counts"]
-        status = row["status"] + (" (stale)" if row["stale"] else "")
+        # A gone run's question is closed: it is no longer waiting, whatever it last said.
+        status = "gone" if row["gone"] else row["status"] + (" (stale)" if row["stale"] else "")
         cost = counts.get("cost")
         table.append(
             [

@@ -1,6 +1,6 @@
 """``haltwise stop RUN`` (or ``--all``): a live run stops at its next event, killed. A run that
 is not live (it ended, or no run has that id: ids are given whole) is an error, exit 1, as
-``haltwise approve`` of a run that is not waiting is."""
+``haltwise approve`` of a run that is not running is."""
 
 from __future__ import annotations
 

@@ -6,10 +6,21 @@
   ``reserve`` for a model request's worst case, then ``commit`` of what it really cost). A
   reservation holds for a lease; one never committed (its process died) is released when the
   lease runs out, and a live run's ``heartbeat`` renews its leases.
-- **Live runs**: registration, heartbeats with counts and status, the end with the outcome.
-- **Decisions** a run waits on: a question posted, the first answer wins.
+- **Live runs**: registration, heartbeats with counts and status, the end with the outcome. A
+  live run not heard from for ``gone_after`` seconds (60 by default, or five of its heartbeat
+  intervals if longer) is *gone*: its process died (killed, its machine lost) without recording
+  an end. It is still listed, as gone; its question is not, and it cannot be answered. A
+  heartbeat makes it live again.
+- **Decisions** a run waits on: a question posted, the first answer wins; only a running run
+  (live, not gone) can be answered, and only its question is listed.
 - **Kill flags**: a live run told to stop from elsewhere. A flag lasts until the run ends (or
   registers again, resumed): it never stops a later run of the same id.
+
+**Retention**: what is over is kept for ``retention`` seconds (``RETENTION``, 7 days, by
+default), then dropped (looked for every ten minutes at most): a finished run (with its
+question and kill flag) from its end, a gone run from when it went silent, and a budget window
+(``per=``) from when it reset. A live run and a current window are never dropped, nor is a
+budget with no period; checkpoints are kept (a run may be resumed from one at any time).
 
 The engine talks only to this interface. ``MemoryLedger`` is the in-process backend; SQLite and
 Redis live in ``haltwise.ledgers`` and pass the same contract tests. Amounts are ints in each
@@ -31,6 +42,9 @@ from typing import Any
 from .errors import LedgerError
 
 __all__ = [
+    "GONE_BEATS",
+    "GONE_SECONDS",
+    "RETENTION",
     "Budget",
     "BudgetState",
     "Grant",
@@ -42,6 +56,17 @@ __all__ = [
 
 #: How long a reservation holds without a heartbeat, by default.
 DEFAULT_LEASE = 300.0
+
+#: A live run not heard from for this long (seconds), or for ``GONE_BEATS`` of its heartbeat
+#: intervals if that is longer, is gone: its process died without recording an end.
+GONE_SECONDS = 60.0
+GONE_BEATS = 5
+
+#: How long what is over is kept (seconds): finished and gone runs, budget windows that reset.
+RETENTION = 7 * 86400.0
+
+#: How often a ledger object looks for what to drop, at most (seconds).
+PRUNE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,10 @@ class Budget:
     @property
     def id(self) -> str:
         return f"{self.key}\x1f{self.metric}\x1f{self.window}"
+
+    def ended(self, now: float) -> bool:
+        """Whether the window is over at ``now`` (epoch seconds): nothing spends it any more."""
+        return self.resets_at is not None and self.resets_at <= now
 
 
 @dataclass(frozen=True)
@@ -107,10 +136,31 @@ class RunInfo:
     heartbeat: float = 0.0
     #: The outcome (JSON-compatible), once it ended.
     outcome: dict[str, Any] | None = None
+    #: How often it heartbeats (seconds; 0: not said), so that a slow beat is not taken for
+    #: a process that is gone.
+    interval: float = 0.0
 
     @property
     def live(self) -> bool:
         return self.outcome is None
+
+    def silence(self, gone_after: float = GONE_SECONDS) -> float:
+        """How long a live run may go unheard before it is gone (seconds)."""
+        return max(gone_after, GONE_BEATS * self.interval)
+
+    def gone(self, now: float, gone_after: float = GONE_SECONDS) -> bool:
+        """Whether the run is live but has not been heard from for ``silence()`` seconds at
+        ``now`` (epoch seconds, the ledger's clock): its process is gone."""
+        return self.live and now - self.heartbeat > self.silence(gone_after)
+
+    def running(self, now: float, gone_after: float = GONE_SECONDS) -> bool:
+        """Live and not gone: it can be answered."""
+        return self.live and not self.gone(now, gone_after)
+
+    def kept_until(self, gone_after: float = GONE_SECONDS, retention: float = RETENTION) -> float:
+        """When (epoch seconds) a ledger may drop the run: ``retention`` after it ended, or
+        after it went gone (a run that beats again is kept on)."""
+        return self.heartbeat + (self.silence(gone_after) if self.live else 0.0) + retention
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +175,7 @@ class RunInfo:
             "started": self.started,
             "heartbeat": self.heartbeat,
             "outcome": self.outcome,
+            "interval": self.interval,
         }
 
     @classmethod
@@ -141,6 +192,7 @@ class RunInfo:
             started=float(data.get("started", 0.0)),
             heartbeat=float(data.get("heartbeat", 0.0)),
             outcome=data.get("outcome"),
+            interval=float(data.get("interval") or 0.0),
         )
 
 
@@ -158,9 +210,30 @@ class Pending:
     amount: int | None = None
 
 
+def not_running(run_id: str, info: RunInfo | None, now: float, gone_after: float) -> LedgerError:
+    """The error for answering a run that is not running, saying why (``info``: the run as the
+    ledger has it, None if it has none)."""
+    if info is None:
+        why = "no run has that id (see haltwise runs --all; give the id whole)"
+    elif not info.live:
+        why = f"it has ended ({info.status})"
+    else:
+        silent, allowed = max(0.0, now - info.heartbeat), info.silence(gone_after)
+        why = (
+            f"it has not been heard from for {silent:.0f}s (more than {allowed:g}s): its "
+            "process is gone, and its question with it"
+        )
+    return LedgerError(f"run {run_id!r} is not running: {why}")
+
+
 class Ledger(ABC):
     """Where state outlives one governor, and what governors share. Every method is atomic
     and safe to call from any thread (and, for the shared backends, any process)."""
+
+    #: How long a live run may go unheard before it is gone (``RunInfo.gone``), in seconds.
+    gone_after: float = GONE_SECONDS
+    #: How long what is over is kept, in seconds (see the module's docstring).
+    retention: float = RETENTION
 
     def close(self) -> None:  # noqa: B027 - most backends have something to close, not all
         """Let go of connections and files."""
@@ -213,7 +286,8 @@ class Ledger(ABC):
 
     @abstractmethod
     def budgets(self) -> list[BudgetState]:
-        """Every budget the ledger holds, expired reservations swept."""
+        """Every budget the ledger holds, expired reservations swept: those of past windows
+        too, until ``retention`` after they reset (``Budget.ended`` tells them apart)."""
 
     # --- live runs -------------------------------------------------------------------------
 
@@ -244,7 +318,8 @@ class Ledger(ABC):
 
     @abstractmethod
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
-        """Live runs (``live=True``) or every run, most recent first."""
+        """Live runs (``live=True``; gone ones among them) or every run kept, most recent
+        first."""
 
     # --- kill flags ------------------------------------------------------------------------
 
@@ -266,12 +341,14 @@ class Ledger(ABC):
 
     @abstractmethod
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
-        """Answer a run's open question. The first answer wins: ``LedgerError`` if there is
-        no open question for ``run_id`` or it was already answered."""
+        """Answer a run's open question. The first answer wins: ``LedgerError`` if the run is
+        not running (no run has that id, it ended, or it is gone: ``not_running``), has no
+        open question, or it was already answered."""
 
     @abstractmethod
     def pending(self, run_id: str | None = None) -> list[Pending]:
-        """Open and answered questions (of one run, or all), oldest first."""
+        """Open and answered questions of running runs (of one run, or all), oldest first: the
+        question of a run that ended or is gone is not listed."""
 
 
 def new_id() -> str:
@@ -281,8 +358,17 @@ def new_id() -> str:
 class MemoryLedger(Ledger):
     """A ledger in this process's memory: for tests and single-process use."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        gone_after: float = GONE_SECONDS,
+        retention: float = RETENTION,
+    ) -> None:
         self._clock = clock
+        self.gone_after = gone_after
+        self.retention = retention
+        self._next_prune = 0.0
         self._lock = threading.Lock()
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._budgets: dict[str, Budget] = {}
@@ -321,6 +407,25 @@ class MemoryLedger(Ledger):
                 held += amount
         return self._spent.get(budget_id, 0) + held
 
+    def _prune(self, now: float) -> None:
+        """Drop the runs and budget windows over for longer than ``retention`` (at most every
+        ``PRUNE_SECONDS``)."""
+        if now < self._next_prune:
+            return
+        self._next_prune = now + PRUNE_SECONDS
+        for run_id, info in list(self._runs.items()):
+            if info.kept_until(self.gone_after, self.retention) < now:
+                del self._runs[run_id]
+                self._pending.pop(run_id, None)
+                self._kills.pop(run_id, None)
+        for budget_id, budget in list(self._budgets.items()):
+            if budget.resets_at is not None and budget.resets_at + self.retention < now:
+                self._used(budget_id, now)  # its holds lapsed long ago: swept
+                if not any(hold[0] == budget_id for hold in self._holds.values()):
+                    del self._budgets[budget_id]
+                    self._spent.pop(budget_id, None)
+                    self._limits.pop(budget_id, None)
+
     def _know(self, budget: Budget, limit: int) -> str:
         self._budgets.setdefault(budget.id, budget)
         self._limits[budget.id] = limit
@@ -328,8 +433,10 @@ class MemoryLedger(Ledger):
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
         with self._lock:
+            now = self._clock()
+            self._prune(now)
             budget_id = self._know(budget, limit)
-            used = self._used(budget_id, self._clock())
+            used = self._used(budget_id, now)
             if used + amount > limit:
                 return Grant("", 0, used)
             self._spent[budget_id] = self._spent.get(budget_id, 0) + amount
@@ -347,6 +454,7 @@ class MemoryLedger(Ledger):
     ) -> Grant:
         with self._lock:
             now = self._clock()
+            self._prune(now)
             budget_id = self._know(budget, limit)
             used = self._used(budget_id, now)
             granted = min(amount, limit - used)
@@ -389,6 +497,7 @@ class MemoryLedger(Ledger):
     def register(self, info: RunInfo) -> None:
         with self._lock:
             now = self._clock()
+            self._prune(now)
             self._runs[info.run_id] = replace(
                 info, started=info.started or now, heartbeat=now, outcome=None
             )
@@ -460,6 +569,9 @@ class MemoryLedger(Ledger):
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
         with self._lock:
+            info, now = self._runs.get(run_id), self._clock()
+            if info is None or not info.running(now, self.gone_after):
+                raise not_running(run_id, info, now, self.gone_after)
             pending = self._pending.get(run_id)
             if pending is None:
                 raise LedgerError(f"run {run_id!r} is not waiting for an answer")
@@ -478,5 +590,12 @@ class MemoryLedger(Ledger):
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         with self._lock:
-            chosen = [p for p in self._pending.values() if run_id is None or p.run_id == run_id]
+            now = self._clock()
+            chosen = [
+                p
+                for p in self._pending.values()
+                if (run_id is None or p.run_id == run_id)
+                and (info := self._runs.get(p.run_id)) is not None
+                and info.running(now, self.gone_after)
+            ]
         return sorted(chosen, key=lambda p: p.asked)

@@ -5,6 +5,13 @@ read the server's own clock (``TIME``), so leases mean the same on every machine
 integers well under 2^53 (a Lua number holds them exactly: money is in nano-dollars). Keys
 live under a prefix (``haltwise:`` by default), so one Redis can hold several fleets.
 
+Retention is kept with key TTLs, counted on the server's clock: a budget window's hash expires
+``retention`` (7 days by default) after the window resets (a budget with no period never
+does); a run's record ``retention`` after it ends, or, renewed by each heartbeat, ``retention``
+after it would be gone (not heard from: see ``haltwise.engine.ledger``), so a live run's never
+does. The indexes that name them (recent runs, live runs, questions, kill flags, budgets) are
+cleared of what expired every ten minutes at most, as a process registers a run.
+
 Needs ``haltwise[redis]``; imported only when a ``redis://`` URL is used.
 """
 
@@ -12,9 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,6 +32,10 @@ import redis
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import (
     DEFAULT_LEASE,
+    GONE_BEATS,
+    GONE_SECONDS,
+    PRUNE_SECONDS,
+    RETENTION,
     Budget,
     BudgetState,
     Grant,
@@ -30,6 +43,7 @@ from ..engine.ledger import (
     Pending,
     RunInfo,
     new_id,
+    not_running,
 )
 
 __all__ = ["RedisLedger"]
@@ -80,15 +94,35 @@ _SETTLED_FOR = _bulk(b"%d" % (7 * 86400))
 # functions: each closure a call makes costs the server about as much as a command, and so
 # does ``TIME``, asked for only where it is needed.
 
-# The budget's row (made if new: KEYS[4] is the index, ARGV[1] its meta) and what it has used.
-_READ = """
+# A budget's hash just made (KEYS[1], ARGV[1] its meta) expires ``retention`` (the last ARGV)
+# after its window resets, and never sooner than that from now: a window's count is kept while
+# it is current. Run once per window, not on every call.
+_EXPIRE_WINDOW = """
+  local resets = cjson.decode(ARGV[1])[4]
+  if type(resets) == 'number' then
+    local keep = tonumber(ARGV[#ARGV])
+    local clock = redis.call('TIME')
+    local ends = math.ceil(math.max(resets, tonumber(clock[1])) + keep)
+    redis.call('EXPIREAT', KEYS[1], string.format('%d', ends))
+  end
+"""
+
+# The budget's row (made if new: KEYS[4] is the index, ARGV[1] its meta; holds left from an
+# expired one of the same window go) and what it has used.
+_READ = (
+    """
 local row = redis.call('HMGET', KEYS[1], 'spent', 'held', 'lim')
 if not row[1] then
   redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'spent', 0, 'held', 0)
   redis.call('SADD', KEYS[4], KEYS[1])
+  redis.call('DEL', KEYS[2], KEYS[3])
+"""
+    + _EXPIRE_WINDOW
+    + """
 end
 local before = tonumber(row[1] or '0') + tonumber(row[2] or '0')
 """
+)
 
 _NOW = """
 local t = redis.call('TIME')
@@ -112,7 +146,7 @@ if #expired > 0 then
 end
 """
 
-# KEYS: budget, holds, amounts, index; ARGV: meta, amount, limit
+# KEYS: budget, holds, amounts, index; ARGV: meta, amount, limit, retention
 _CHARGE = _Script(
     _READ
     + """
@@ -131,7 +165,7 @@ return {amount, before}
 )
 
 # KEYS: budget, holds, amounts, index, holder set;
-# ARGV: meta, amount, limit, what it needs at least, grant id, lease
+# ARGV: meta, amount, limit, what it needs at least, grant id, lease, retention
 _RESERVE = _Script(
     _READ
     + _NOW
@@ -156,7 +190,7 @@ return {granted, before}
 )
 
 # KEYS: budget, holds, amounts, index, done; ARGV: meta, op id, amount ('' to release),
-# seconds the op id is remembered. What the budget has used after.
+# seconds the op id is remembered, retention. What the budget has used after.
 _SETTLE = _Script(
     """
 local held = redis.call('HGET', KEYS[3], ARGV[2])
@@ -170,6 +204,9 @@ if ARGV[3] ~= '' and redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[4]) then
   if not held and redis.call('HSETNX', KEYS[1], 'meta', ARGV[1]) == 1 then
     redis.call('HSET', KEYS[1], 'held', 0)
     redis.call('SADD', KEYS[4], KEYS[1])
+"""
+    + _EXPIRE_WINDOW
+    + """
   end
   local spent = redis.call('HINCRBY', KEYS[1], 'spent', ARGV[3])
   return spent + (holding or tonumber(redis.call('HGET', KEYS[1], 'held') or '0'))
@@ -180,9 +217,15 @@ return tonumber(row[1] or '0') + tonumber(row[2] or '0')
 """
 )
 
-# KEYS: budget, holds, amounts; returns meta, spent, held, limit
+# KEYS: budget, holds, amounts, index; returns meta, spent, held, limit. A budget whose hash
+# expired leaves the index, with what was left of its holds.
 _STATE = _Script(
     """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SREM', KEYS[4], KEYS[1])
+  redis.call('DEL', KEYS[2], KEYS[3])
+  return {'', 0, 0, ''}
+end
 local row, before
 """
     + _NOW
@@ -195,8 +238,10 @@ return {state[1] or '', tonumber(state[2] or '0'), tonumber(state[3] or '0'), st
 
 # KEYS: run hash, holder set, kills, live set, runs index; ARGV: counts json, status, lease,
 # prefix, the run's registration as json ('' for none): the run is recorded again from it if the
-# server lost it (restarted without persistence).
-_HEARTBEAT = _Script("""
+# server lost it (restarted without persistence); gone_after, retention: its record expires
+# ``retention`` after it would be gone.
+_HEARTBEAT = _Script(
+    """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local info = redis.call('HGET', KEYS[1], 'info')
@@ -215,6 +260,10 @@ if data then
   data['status'] = ARGV[2]
   data['heartbeat'] = now
   redis.call('HSET', KEYS[1], 'info', cjson.encode(data))
+  local silence = math.max(tonumber(ARGV[6]), """
+    + str(GONE_BEATS)
+    + """ * (tonumber(data['interval']) or 0))
+  redis.call('EXPIRE', KEYS[1], math.ceil(silence + tonumber(ARGV[7])))
 end
 for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local cut = string.find(member, '\\n', 1, true)
@@ -228,7 +277,8 @@ for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   end
 end
 return redis.call('HGET', KEYS[3], string.sub(KEYS[1], string.len(ARGV[4]) + 5))
-""")
+"""
+)
 
 # KEYS: live set, kills; ARGV: reason, then the run ids to tell: those still live are told (a
 # run may end between the read of the live runs and this), and their ids returned.
@@ -243,8 +293,22 @@ end
 return told
 """)
 
-# KEYS: pending hash; ARGV: choice, amount ('' for none)
-_ANSWER = _Script("""
+# KEYS: pending hash, run hash, live set; ARGV: choice, amount ('' for none), gone_after, run id.
+# A run that is not running is not answered: its record is returned to say why.
+_ANSWER = _Script(
+    """
+local info = redis.call('HGET', KEYS[2], 'info')
+if not info then return {'unknown'} end
+if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 0 then return {'ended', info} end
+local data = cjson.decode(info)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local silence = math.max(tonumber(ARGV[3]), """
+    + str(GONE_BEATS)
+    + """ * (tonumber(data['interval']) or 0))
+if now - (tonumber(data['heartbeat']) or 0) > silence then
+  return {'gone', info, string.format('%.6f', now)}
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'none'} end
 local answered = redis.call('HGET', KEYS[1], 'answer')
 if answered and answered ~= '' then return {'taken', answered} end
@@ -256,7 +320,50 @@ for _, choice in ipairs(choices) do
   end
 end
 return {'bad', table.concat(choices, ', ')}
-""")
+"""
+)
+
+#: At most this many old entries of the recent runs' index are looked at in one prune.
+_PRUNE_RUNS = 1000
+
+# KEYS: runs index, live set, questions index, kills, budgets index; ARGV: prefix, retention,
+# gone_after. The indexes let go of what expired: runs, and budgets, whose record is no more.
+_PRUNE = _Script(
+    """
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local run = ARGV[1] .. 'run:'
+local old = now - tonumber(ARGV[2])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', old, 'LIMIT', 0, """
+    + str(_PRUNE_RUNS)
+    + """)) do
+  if redis.call('EXISTS', run .. id) == 0 then redis.call('ZREM', KEYS[1], id) end
+end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if redis.call('EXISTS', run .. id) == 0 then
+    redis.call('SREM', KEYS[2], id)
+    redis.call('DEL', ARGV[1] .. 'holder:' .. id)
+  end
+end
+local asked = now - tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', asked)) do
+  if redis.call('EXISTS', run .. id) == 0 then
+    redis.call('DEL', ARGV[1] .. 'pending:' .. id)
+    redis.call('ZREM', KEYS[3], id)
+  end
+end
+for _, id in ipairs(redis.call('HKEYS', KEYS[4])) do
+  if redis.call('EXISTS', run .. id) == 0 then redis.call('HDEL', KEYS[4], id) end
+end
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+  if redis.call('EXISTS', name) == 0 then
+    redis.call('DEL', name .. ':holds', name .. ':amounts')
+    redis.call('SREM', KEYS[5], name)
+  end
+end
+return 0
+"""
+)
 
 
 class RedisLedger(Ledger):
@@ -270,9 +377,25 @@ class RedisLedger(Ledger):
     command is sent; a command is never sent twice, except after ``NOSCRIPT``, when it did not
     run."""
 
-    def __init__(self, url: str, *, prefix: str = "haltwise:", timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "haltwise:",
+        timeout: float = 5.0,
+        gone_after: float = GONE_SECONDS,
+        retention: float = RETENTION,
+    ) -> None:
+        """``gone_after`` and ``retention``: see ``haltwise.engine.ledger`` (give every process
+        of a fleet the same)."""
         self.url = url
         self.prefix = prefix
+        self.gone_after = gone_after
+        self.retention = retention
+        #: The retention in whole seconds, framed: the last part of every budget script's call.
+        self._keep = _bulk(b"%d" % max(1, math.ceil(retention)))
+        #: When this process looks for what expired next (``time.monotonic()``).
+        self._next_prune = 0.0
         try:
             self._redis = redis.Redis.from_url(
                 url,
@@ -383,8 +506,8 @@ class RedisLedger(Ledger):
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
         keys, meta = self._budget(budget)
-        body = keys + meta + _bulk(b"%d" % amount) + _bulk(b"%d" % limit)
-        granted, used = self._run(_CHARGE, _command(_CHARGE, 4, 7, body))
+        body = keys + meta + _bulk(b"%d" % amount) + _bulk(b"%d" % limit) + self._keep
+        granted, used = self._run(_CHARGE, _command(_CHARGE, 4, 8, body))
         return Grant("", int(granted), int(used))
 
     def reserve(
@@ -410,9 +533,10 @@ class RedisLedger(Ledger):
                 _bulk(b"%d" % need),
                 _bulk(grant_id),
                 _bulk(repr(float(lease))),
+                self._keep,
             )
         )
-        granted, used = self._run(_RESERVE, _command(_RESERVE, 5, 11, body))
+        granted, used = self._run(_RESERVE, _command(_RESERVE, 5, 12, body))
         return Grant(grant_id if granted else "", int(granted), int(used))
 
     def _settled(self, budget: Budget, op_id: str, amount: int | None) -> int:
@@ -425,9 +549,10 @@ class RedisLedger(Ledger):
                 _bulk(op_id),
                 _bulk(b"" if amount is None else b"%d" % amount),
                 _SETTLED_FOR,
+                self._keep,
             )
         )
-        return int(self._run(_SETTLE, _command(_SETTLE, 5, 9, body)))
+        return int(self._run(_SETTLE, _command(_SETTLE, 5, 10, body)))
 
     def commit(self, budget: Budget, grant_id: str, actual: int) -> int:
         return self._settled(budget, grant_id, actual)
@@ -442,7 +567,7 @@ class RedisLedger(Ledger):
         names = self._call(lambda: self._redis.smembers(self._key("budgets")))
         states = []
         for name in sorted(str(name) for name in names):
-            keys = [name, name + ":holds", name + ":amounts"]
+            keys = [name, name + ":holds", name + ":amounts", self._key("budgets")]
             meta, spent, held, limit = self._eval(_STATE, keys, [])
             if not meta:
                 continue
@@ -468,14 +593,25 @@ class RedisLedger(Ledger):
             record = RunInfo.from_dict(
                 {**info.to_dict(), "started": info.started or now, "heartbeat": now}
             )
+            keep = math.ceil(record.silence(self.gone_after) + self.retention)
             pipe = self._redis.pipeline()
             pipe.hset(self._run_key(info.run_id), "info", json.dumps(record.to_dict()))
+            pipe.expire(self._run_key(info.run_id), keep)
             pipe.zadd(self._key("runs"), {info.run_id: record.started})
             pipe.sadd(self._key("live"), info.run_id)
             pipe.hdel(self._key("kills"), info.run_id)
             pipe.execute()
 
         self._call(register)
+        if time.monotonic() >= self._next_prune:
+            self.prune()
+
+    def prune(self) -> None:
+        """Clear the indexes of the runs and budgets whose records expired (done as runs
+        register, every ten minutes at most)."""
+        self._next_prune = time.monotonic() + PRUNE_SECONDS
+        keys = [self._key(name) for name in ("runs", "live", "pendings", "kills", "budgets")]
+        self._eval(_PRUNE, keys, [self.prefix, self.retention, self.gone_after])
 
     def heartbeat(
         self,
@@ -494,7 +630,15 @@ class RedisLedger(Ledger):
             self._key("runs"),
         ]
         registered = "" if info is None else json.dumps(info.to_dict())
-        args: list[str | int | float] = [json.dumps(counts), status, lease, self.prefix, registered]
+        args: list[str | int | float] = [
+            json.dumps(counts),
+            status,
+            lease,
+            self.prefix,
+            registered,
+            self.gone_after,
+            self.retention,
+        ]
         reason = self._eval(_HEARTBEAT, keys, args)
         return None if reason is None else str(reason)
 
@@ -506,8 +650,10 @@ class RedisLedger(Ledger):
             data.update(outcome=outcome, status=str(outcome.get("status", "ended")), heartbeat=now)
             pipe = self._redis.pipeline()
             pipe.hset(self._run_key(run_id), "info", json.dumps(data))
+            pipe.expire(self._run_key(run_id), max(1, math.ceil(self.retention)))
             pipe.zadd(self._key("runs"), {run_id: float(data["started"])})
             pipe.srem(self._key("live"), run_id)
+            pipe.delete(self._key("holder", run_id))  # no heartbeat renews its leases now
             pipe.delete(self._key("pending", run_id))
             pipe.zrem(self._key("pendings"), run_id)
             pipe.hdel(self._key("kills"), run_id)
@@ -580,9 +726,16 @@ class RedisLedger(Ledger):
         self._call(ask)
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
-        keys = [self._key("pending", run_id)]
-        result = self._eval(_ANSWER, keys, [choice, "" if amount is None else amount])
+        keys = [self._key("pending", run_id), self._run_key(run_id), self._key("live")]
+        args = [choice, "" if amount is None else amount, self.gone_after, run_id]
+        result = self._eval(_ANSWER, keys, args)
         verdict = str(result[0])
+        if verdict in ("unknown", "ended", "gone"):
+            info = None if verdict == "unknown" else RunInfo.from_dict(json.loads(result[1]))
+            if info is not None and verdict == "ended" and info.live:
+                info = replace(info, outcome={})  # out of the live set: it ended
+            now = float(result[2]) if verdict == "gone" else 0.0
+            raise not_running(run_id, info, now, self.gone_after)
         if verdict == "none":
             raise LedgerError(f"run {run_id!r} is not waiting for an answer")
         if verdict == "taken":
@@ -599,10 +752,23 @@ class RedisLedger(Ledger):
                 ids = [run_id]
             else:
                 ids = [str(found) for found in self._redis.zrange(self._key("pendings"), 0, -1)]
-            found = []
+            if not ids:
+                return []
+            # One round trip: each question, with its run's record and whether it is live.
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.time()
             for each in ids:
-                data = self._redis.hgetall(self._key("pending", each))
-                if not data:
+                pipe.hgetall(self._key("pending", each))
+                pipe.hget(self._run_key(each), "info")
+                pipe.sismember(self._key("live"), each)
+            (seconds, micros), *replies = pipe.execute()
+            now = float(seconds) + float(micros) / 1_000_000
+            found = []
+            for index, each in enumerate(ids):
+                data, info, live = replies[3 * index : 3 * index + 3]
+                if not data or not info or not live:
+                    continue
+                if not RunInfo.from_dict(json.loads(info)).running(now, self.gone_after):
                     continue
                 found.append(
                     Pending(

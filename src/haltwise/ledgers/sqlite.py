@@ -9,6 +9,12 @@ meanwhile; ``synchronous=NORMAL`` means a process that dies loses nothing it com
 power cut may lose the last transactions but never leaves the file inconsistent. Leases and
 heartbeats use ``time.time()``: every process on one machine shares that clock.
 
+Retention: every ten minutes at most, as a process registers a run or spends a budget, the
+rows over for longer than ``retention`` (7 days by default) are deleted, a few hundred at a
+time: finished runs from their end, gone runs (not heard from: see ``haltwise.engine.ledger``)
+from when they went silent, with their questions and kill flags; and budget windows from when
+they reset. Live runs, current windows, budgets with no period and checkpoints are kept.
+
 The agent's store (``haltwise.agent.store.Store``) is this ledger with the agent's own tables
 added; any ``sqlite:///PATH`` URL may point at the agent's store file.
 """
@@ -30,6 +36,9 @@ from typing import Any, TypeVar
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import (
     DEFAULT_LEASE,
+    GONE_SECONDS,
+    PRUNE_SECONDS,
+    RETENTION,
     Budget,
     BudgetState,
     Grant,
@@ -37,6 +46,7 @@ from ..engine.ledger import (
     Pending,
     RunInfo,
     new_id,
+    not_running,
 )
 
 __all__ = ["SqliteLedger"]
@@ -80,6 +90,7 @@ CREATE TABLE IF NOT EXISTS ledger_runs (
     heartbeat REAL NOT NULL,
     live INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS ledger_runs_heartbeat ON ledger_runs (heartbeat);
 CREATE TABLE IF NOT EXISTS ledger_kills (
     run_id TEXT PRIMARY KEY,
     reason TEXT NOT NULL
@@ -104,9 +115,13 @@ _LONGEST_PAUSE = 0.002
 #: How long the ids of settled grants and spends are remembered (a retry comes much sooner).
 _SETTLED_DAYS = 7
 
-#: How often each process sweeps the lapsed reservations of every budget and forgets settled
-#: ids past ``_SETTLED_DAYS``, in seconds (the latter reads the whole table of settled ids).
-_TIDY_SECONDS = 600.0
+#: How often each process sweeps the lapsed reservations of every budget, forgets settled ids
+#: past ``_SETTLED_DAYS`` (reading the whole table of settled ids) and drops runs and budget
+#: windows past their retention, in seconds.
+_TIDY_SECONDS = PRUNE_SECONDS
+
+#: At most this many runs, and budget windows, are dropped at a time (the rest, next time).
+_PRUNE_ROWS = 500
 
 #: The layout of the budget tables (``PRAGMA user_version``): 2 keeps a running total of
 #: what is held in each budget's row. Files written before (numbered 0) summed a table of
@@ -144,12 +159,17 @@ class SqliteLedger(Ledger):
         *,
         clock: Callable[[], float] = time.time,
         create: bool = True,
+        gone_after: float = GONE_SECONDS,
+        retention: float = RETENTION,
     ) -> None:
         """Open the ledger in ``path``, made (with its folders) if it is not there, unless
         ``create`` is False: a command that only reads a ledger must not leave a new one where
-        a mistyped path points."""
+        a mistyped path points. ``gone_after`` and ``retention``: see
+        ``haltwise.engine.ledger``."""
         self.path = Path(path).expanduser()
         self._clock = clock
+        self.gone_after = gone_after
+        self.retention = retention
         if not create and not self.path.exists():
             raise ConfigurationError(
                 f"there is no SQLite ledger {str(self.path)!r}: check the path (runs that "
@@ -312,10 +332,42 @@ class SqliteLedger(Ledger):
         return db.execute(f"DELETE FROM ledger_reservations WHERE {where}", args).rowcount > 0
 
     def _tidy(self, db: sqlite3.Connection, now: float) -> None:
-        """Every lapsed reservation swept, and settled ids past remembering forgotten."""
+        """Every lapsed reservation swept, settled ids past remembering forgotten, and runs
+        and budget windows past their retention dropped."""
         self._sweep(db, now)
         db.execute("DELETE FROM ledger_settled WHERE at < ?", (now - _SETTLED_DAYS * 86400,))
+        self._prune(db, now)
         self._next_tidy = now + _TIDY_SECONDS
+
+    def _prune(self, db: sqlite3.Connection, now: float) -> None:
+        """Drop, a few hundred at a time, the runs (with their questions and kill flags) and
+        the budget windows over for longer than ``retention``. A live run is dropped only once
+        gone for that long: the index on heartbeats finds the candidates, and each is checked
+        against its own heartbeat interval."""
+        rows = db.execute(
+            "SELECT run_id, info FROM ledger_runs WHERE heartbeat < ? ORDER BY heartbeat LIMIT ?",
+            (now - self.retention, _PRUNE_ROWS),
+        ).fetchall()
+        dropped = [
+            (run_id,)
+            for run_id, info in rows
+            if RunInfo.from_dict(json.loads(info)).kept_until(self.gone_after, self.retention) < now
+        ]
+        for table in ("ledger_runs", "ledger_pending", "ledger_kills"):
+            db.executemany(f"DELETE FROM {table} WHERE run_id = ?", dropped)
+        # Old questions of runs the ledger does not have (never registered).
+        db.execute(
+            "DELETE FROM ledger_pending WHERE asked < ? AND run_id NOT IN "
+            "(SELECT run_id FROM ledger_runs)",
+            (now - self.retention,),
+        )
+        # A window's reservations lapsed long before it is dropped: they go with it.
+        windows = db.execute(
+            "SELECT id FROM ledger_budgets WHERE resets_at IS NOT NULL AND resets_at < ? LIMIT ?",
+            (now - self.retention, _PRUNE_ROWS),
+        ).fetchall()
+        db.executemany("DELETE FROM ledger_reservations WHERE budget = ?", windows)
+        db.executemany("DELETE FROM ledger_budgets WHERE id = ?", windows)
 
     def _grant(
         self, db: sqlite3.Connection, budget: Budget, amount: int, limit: int, need: int
@@ -426,6 +478,8 @@ class SqliteLedger(Ledger):
         started = info.started or now
         record = json.dumps(replace(info, started=started, heartbeat=now, outcome=None).to_dict())
         with self._transaction() as db:
+            if now >= self._next_tidy:
+                self._tidy(db, now)
             db.execute(
                 "INSERT INTO ledger_runs (run_id, info, started, heartbeat, live) "
                 "VALUES (?, ?, ?, ?, 1) ON CONFLICT(run_id) DO UPDATE SET info = excluded.info, "
@@ -558,6 +612,11 @@ class SqliteLedger(Ledger):
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
         with self._transaction() as db:
+            run = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
+            info = None if run is None else RunInfo.from_dict(json.loads(run[0]))
+            now = self._clock()
+            if info is None or not info.running(now, self.gone_after):
+                raise not_running(run_id, info, now, self.gone_after)
             row = db.execute(
                 "SELECT question, choices, asked, answer FROM ledger_pending WHERE run_id = ?",
                 (run_id,),
@@ -581,15 +640,21 @@ class SqliteLedger(Ledger):
         return Pending(run_id, question, options, float(asked), choice, amount)
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
-        sql = "SELECT run_id, question, choices, asked, answer, amount FROM ledger_pending"
+        sql = (
+            "SELECT p.run_id, question, choices, asked, answer, amount, r.info "
+            "FROM ledger_pending AS p JOIN ledger_runs AS r ON r.run_id = p.run_id "
+            "WHERE r.live = 1"
+        )
         rows = (
-            self._query(sql + " WHERE run_id = ?", (run_id,))
+            self._query(sql + " AND p.run_id = ?", (run_id,))
             if run_id is not None
             else self._query(sql + " ORDER BY asked")
         )
+        now = self._clock()
         return [
             Pending(found, question, tuple(json.loads(choices)), float(asked), answer, amount)
-            for found, question, choices, asked, answer, amount in rows
+            for found, question, choices, asked, answer, amount, info in rows
+            if RunInfo.from_dict(json.loads(info)).running(now, self.gone_after)
         ]
 
 
