@@ -188,6 +188,23 @@ def test_a_bad_line_names_the_file_and_the_line() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "lists or objects nested too deeply to decode"),
+        ('{"type": "TurnStarting", "x": ' + "9" * 5_000 + "}", "an integer of more than"),
+    ],
+    ids=["nested too deeply", "an integer too long"],
+)
+def test_json_that_python_cannot_decode_is_a_bad_line(line: str, said: str) -> None:
+    # Python's json raises RecursionError or a plain ValueError for these, with no position.
+    stream = io.StringIO('{"type": "TurnStarting"}\n' + line + "\n")
+    stream.name = "run.jsonl"
+    with pytest.raises(InvalidValueError, match=r"run\.jsonl:2") as raised:
+        list(read_event_log(stream))
+    assert raised.value.valid.startswith(f"a JSON object (bad JSON: {said}")
+
+
+@pytest.mark.parametrize(
     ("encoding", "text"),
     [("utf-8", "a lone \ud800 surrogate"), ("latin-1", "café ✓"), ("ascii", "café")],
 )

@@ -232,8 +232,9 @@ class LogLine:
 def read_event_log(source: str | Path | IO[str]) -> Iterator[LogLine]:
     """The lines of a JSONL event log, streamed.
 
-    A line that is not valid raises ``InvalidValueError`` naming the file and the line number;
-    blank lines are skipped.
+    A line that is not valid raises ``InvalidValueError`` naming the file and the line number,
+    JSON that Python's ``json`` cannot decode (nested too deeply, an integer of more digits
+    than ``sys.get_int_max_str_digits()``) included; blank lines are skipped.
     """
     if isinstance(source, str | Path):
         path = Path(source)
@@ -252,6 +253,14 @@ def _read(stream: IO[str], name: str) -> Iterator[LogLine]:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise InvalidValueError(where, text[:80], f"a JSON object ({error.msg})") from None
+        except (RecursionError, ValueError) as error:
+            # Nested too deeply, or an integer too long to convert: said as the audit's JSON
+            # readers say it (imported here: they read event logs with this module).
+            from .audit.readers import _beyond_json
+
+            raise InvalidValueError(
+                where, text[:80], f"a JSON object ({_beyond_json(error)})"
+            ) from None
         kind = data.get("type") if isinstance(data, dict) else None
         if kind in DECISION_TYPES:
             yield LogLine(number, decision=data)

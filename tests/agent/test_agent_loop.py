@@ -5,6 +5,7 @@ Each limit, each dialog choice, synthesis, cancel, injected messages and resume.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from misreported import MisreportedUsage
 
 import haltwise
 from haltwise import Answer, Ask, Choice, Status
-from haltwise.agent.loop import Agent, AgentError, AgentStatus, Listener
+from haltwise.agent.loop import CHARS_PER_TOKEN, Agent, AgentError, AgentStatus, Listener
 from haltwise.agent.store import Store
 from haltwise.agent.tools import Toolbox, ToolOutput
 from haltwise.engine.detectors import stuck
@@ -466,6 +467,16 @@ def test_endpoint_failures_are_clear(workspace: Path, entry: ScriptEntry, expect
     assert agent.governor.outcome is not None and agent.governor.outcome.reason == "error"
 
 
+def test_every_error_the_engine_raises_is_exported_beside_the_others() -> None:
+    # The agent's callers (and a plain Governor's, which meets QuestionOpen) catch them by
+    # the names haltwise exports; ``error_for`` is a factory, not an error.
+    from haltwise.engine import errors
+
+    raised = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)}
+    assert raised - set(haltwise.__all__) == set()
+    assert all(getattr(haltwise, name) is getattr(errors, name) for name in raised)
+
+
 def test_an_unreachable_endpoint_is_clear(workspace: Path) -> None:
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", max_retries=0)
     agent = Agent(client, MODEL, Toolbox(workspace), limits=haltwise.max_turns(5))
@@ -473,24 +484,62 @@ def test_an_unreachable_endpoint_is_clear(workspace: Path) -> None:
         agent.send("Hi.")
 
 
-def test_endpoints_without_stream_options_still_work(workspace: Path) -> None:
-    def picky(body: dict[str, Any]) -> str | ScriptedResponse:
-        if "stream_options" in body:
-            return error(400, "Unrecognized request argument supplied: stream_options")
-        return reply("fine")
+def picky(body: dict[str, Any]) -> str | ScriptedResponse:
+    """An endpoint that knows no ``stream_options``, so reports no usage in a stream."""
+    if "stream_options" in body:
+        return error(400, "Unrecognized request argument supplied: stream_options")
+    return reply("fine")
 
+
+def estimated(*, endpoint: str, figure: str = "no token usage") -> str:
+    """The warning of a run whose endpoint reported no usage, or a figure that is not one."""
+    return (
+        f"the model endpoint at {endpoint} reported {figure}: such a model call counts at an "
+        "estimate (4 characters a token of its prompt and reply), and at least at what its "
+        "request reserved (its prompt and max_tokens), never as free"
+    )
+
+
+def test_endpoints_without_stream_options_still_work(workspace: Path) -> None:
     with agent_for([picky, picky], workspace, haltwise.max_turns(5)) as (agent, server, seen):
         agent.max_output_tokens = 64
         outcome = agent.send("Hi.")
         endpoint = server.base_url
     assert outcome.partial_output == "fine"
     assert "stream_options" not in server.requests[-1]
-    # With no usage, the call counts at what its request reserved: unknown is not zero.
+    # With no usage, the call counts at least at what its request reserved: unknown is not zero.
     assert outcome.usage.output_tokens == 64
-    assert seen.warnings == [
-        f"the model endpoint at {endpoint} reported no token usage: such a model call "
-        "counts at what its request reserved (its prompt and max_tokens), never as free"
-    ]
+    assert seen.warnings == [estimated(endpoint=endpoint)]
+
+
+def test_a_call_with_no_usage_counts_an_estimate_when_nothing_was_reserved(
+    workspace: Path,
+) -> None:
+    # A run's first call with no max_tokens reserves nothing: the estimate is what counts.
+    with agent_for([picky, picky], workspace, haltwise.max_turns(5)) as (agent, server, seen):
+        outcome = agent.send("Hi.")
+        endpoint = server.base_url
+        sent = server.requests[-1]
+    prompt = json.dumps([sent["messages"], sent["tools"]], ensure_ascii=False)
+    assert outcome.usage.input_tokens == -(-len(prompt) // CHARS_PER_TOKEN) > 0
+    assert outcome.usage.output_tokens == 1  # "fine": at least one token
+    assert outcome.usage.cost is not None and outcome.usage.cost > 0
+    assert seen.warnings == [estimated(endpoint=endpoint)]
+
+
+def test_token_limits_bite_on_an_endpoint_that_reports_no_usage(workspace: Path) -> None:
+    def listing(body: dict[str, Any]) -> str | ScriptedResponse:
+        if "stream_options" in body:
+            return error(400, "Unrecognized request argument supplied: stream_options")
+        return reply(tool_calls=[tool_call("list_dir")])
+
+    limits = haltwise.max_tokens(3_000) | haltwise.max_turns(20)
+    with agent_for([listing], workspace, limits, repeat_last=True) as (agent, server, _):
+        outcome = agent.send("List.")
+        answered = sum("stream_options" not in body for body in server.requests)
+    assert (outcome.status, outcome.reason) == (Status.ABANDONED, "token_limit")
+    assert outcome.usage.turns < 5
+    assert answered == outcome.usage.model_calls
 
 
 def test_turn_limit_command_semantics(workspace: Path) -> None:
@@ -566,20 +615,20 @@ def test_a_lone_surrogate_from_the_model_is_mended_where_it_enters(
 def test_usage_that_is_not_a_count_counts_at_the_reservation(
     workspace: Path, usage: MisreportedUsage, figure: str
 ) -> None:
-    listing = reply(tool_calls=[tool_call("list_dir")], usage=(300, 9))
+    # A prompt reported larger than the estimate (some 1,200 tokens): the reservation counts.
+    listing = reply(tool_calls=[tool_call("list_dir")], usage=(5_000, 9))
     misreported = reply(tool_calls=[tool_call("list_dir")], usage=usage)
     script = [listing, misreported, reply("done", usage=usage)]
-    with agent_for(script, workspace, haltwise.max_tokens(10_000)) as (agent, server, seen):
+    with agent_for(script, workspace, haltwise.max_tokens(100_000)) as (agent, server, seen):
         agent.max_output_tokens = 50
         outcome = agent.send("Go.")
         endpoint = server.base_url
     assert outcome.status is Status.COMPLETED
     # Each misreported call counts as its request reserved: the last prompt and max_tokens.
-    assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (300 * 3, 9 + 50 * 2)
-    assert seen.warnings == [  # once a run
-        f"the model endpoint at {endpoint} reported {figure}, which is not a token "
-        "count: such a model call counts at what its request reserved (its prompt and "
-        "max_tokens), never as free"
+    assert (outcome.usage.input_tokens, outcome.usage.output_tokens) == (5_000 * 3, 9 + 50 * 2)
+    # Once a run.
+    assert seen.warnings == [
+        estimated(endpoint=endpoint, figure=f"{figure}, which is not a token count")
     ]
 
 

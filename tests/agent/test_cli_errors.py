@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -166,6 +167,22 @@ CASES: dict[str, Case] = {
         r"haltwise run: HALTWISE_ON_LEDGER_ERROR='shut' is not valid: expected 'closed'",
         environ={"HALTWISE_ON_LEDGER_ERROR": "shut"},
     ),
+    "--max-output-tokens -1": Case(
+        ["run", "Go.", "--max-output-tokens", "-1", *NO_SERVER],
+        # Not "or 'unlimited'": the flag takes none (leaving it out is that).
+        r"haltwise run: --max-output-tokens='-1' is not valid: expected a whole number from 1 "
+        r"to [0-9,]+$",
+    ),
+    "--max-output-tokens unlimited": Case(
+        ["run", "Go.", "--max-output-tokens", "unlimited", *NO_SERVER],
+        r"haltwise run: --max-output-tokens='unlimited' is not valid: expected a whole number "
+        r"from 1 to [0-9,]+$",
+    ),
+    "--resume of no run": Case(
+        ["run", "Go.", "--resume", "nope", *NO_SERVER],
+        r"haltwise run: no run 'nope' in the store '\S+/store\.db'; list its runs with "
+        r"`haltwise runs --all --ledger sqlite://\S+/store\.db`$",
+    ),
     "empty task": Case(
         ["run", " ", *NO_SERVER],
         r"haltwise run: the task is empty: say what the agent should do$",
@@ -306,6 +323,69 @@ def test_a_crash_in_a_tool_is_an_error_outcome_with_its_traceback_in_the_log(
     assert (record.status, record.reason) == ("abandoned", "error")
 
 
+#: A task whose bytes are not UTF-8 (``haltwise run $'fix \\xff it'``): Python keeps the byte
+#: as a lone surrogate, which no UTF-8 encoder takes.
+NOT_UTF8_TASK = os.fsdecode(b"fix \xff it")
+
+
+@pytest.mark.parametrize("given", ["argument", "stdin"])
+def test_a_task_that_is_not_utf8_is_mended(workspace: Path, store_path: Path, given: str) -> None:
+    task = NOT_UTF8_TASK if given == "argument" else "-"
+    with ScriptedServer(["Done."], model=MODEL) as server:
+        done = subprocess.run(
+            haltwise_command(*run_args(server, workspace, task, "-q", "--store", str(store_path))),
+            input=b"fix \xff it",
+            capture_output=True,
+            # Strict UTF-8 on stdin, as a UTF-8 locale other than C.UTF-8 gives it.
+            env=child_environ(HALTWISE_STORE=str(store_path), PYTHONIOENCODING="utf-8"),
+            timeout=60,
+            preexec_fn=default_signals,
+        )
+        [request] = server.requests
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"Done.\n", b"")
+    # The bad byte is U+FFFD wherever the task goes: the request, the store.
+    assert request["messages"][-1] == {"role": "user", "content": "fix \ufffd it"}
+    with Store(store_path) as store:
+        run_id = store.latest_run()
+        assert run_id is not None
+        assert store.load_run(run_id).prompt == "fix \ufffd it"
+
+
+def test_a_crash_is_logged_whatever_the_command_line_holds(
+    workspace: Path, store_path: Path
+) -> None:
+    with ScriptedServer([read(), reply("never")], model=MODEL) as server:
+        args = run_args(server, workspace, NOT_UTF8_TASK, "-q", "--store", str(store_path))
+        process = start(args, store_path, CRASHING_TOOL)
+        _, err = process.communicate(timeout=30)
+    log = store_path.parent / "haltwise.log"
+    assert process.returncode == 1
+    assert err == (
+        "haltwise run: internal error (RuntimeError: a bug in read_file); this is a bug in "
+        f"haltwise, please report it: the traceback is in {log}\n"
+    )
+    # The command line as it was given: the byte that is not UTF-8 as an escape.
+    logged = log.read_text(encoding="utf-8")
+    assert "fix \\udcff it" in logged
+    assert logged.rstrip().endswith("RuntimeError: a bug in read_file")
+
+
+def test_the_crash_log_takes_text_utf8_cannot_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from haltwise.cli._errors import log_crash
+
+    monkeypatch.setattr(sys, "argv", ["haltwise", "run", NOT_UTF8_TASK])
+    try:
+        raise ValueError(f"bad task {NOT_UTF8_TASK!s} \ud800")
+    except ValueError as error:
+        written = log_crash(error, tmp_path / "haltwise.log")
+    assert written == tmp_path / "haltwise.log"
+    logged = written.read_text(encoding="utf-8")
+    assert "command: haltwise run fix \\udcff it\n" in logged
+    assert logged.endswith("ValueError: bad task fix \\udcff it \\ud800\n")
+
+
 @pytest.mark.parametrize("told_first", [True, False], ids=["told first", "within one wait"])
 def test_a_second_signal_stops_waiting_and_the_run_is_recorded_cancelled(
     workspace: Path, store_path: Path, told_first: bool
@@ -433,6 +513,24 @@ def test_a_run_stopped_at_its_limit_says_which_flag_lets_it_go_on(
         assert len(server.requests) == 2
         assert main([*base, "More.", "--resume", str(run_id), "--max-turns", "5"]) == 0
     assert capsys.readouterr().out.endswith("Done.\n")
+
+
+def test_the_command_a_bad_resume_names_lists_the_runs_it_can_resume(
+    workspace: Path, tmp_path: Path
+) -> None:
+    store_path = tmp_path / "a store" / "haltwise.db"  # a space: the command quotes it
+    with ScriptedServer(["Done."], model=MODEL) as server:
+        args = run_args(server, workspace, "Hi.", "-q", "--store", str(store_path))
+        assert run_haltwise(*args, cwd=tmp_path).returncode == 0
+        refused = run_haltwise(*args, "--resume", "nope", cwd=tmp_path)
+    assert refused.returncode == 2
+    named = re.search(r"list its runs with `haltwise (.+)`$", refused.stderr)
+    assert named, refused.stderr
+    listed = run_haltwise(*shlex.split(named[1]), "--json", cwd=tmp_path)
+    with Store(store_path) as store:
+        run_id = store.latest_run()
+    assert listed.returncode == 0, listed.stderr
+    assert [row["run_id"] for row in json.loads(listed.stdout)] == [run_id]
 
 
 def test_a_cancelled_run_says_it_can_be_continued(workspace: Path, store_path: Path) -> None:

@@ -92,6 +92,25 @@ def test_malformed_files_are_named_and_the_rest_is_reported(
     assert "truncated.traj at line 1, column" in captured.err
 
 
+def test_an_event_log_python_cannot_decode_is_a_malformed_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lists nested deeper than ``json`` recurses, an integer longer than Python converts: named
+    at their line, as the audit's other readers name them, not an internal error."""
+    start = '{"type": "RunStarted", "run_id": "r"}\n'
+    (tmp_path / "deep.jsonl").write_text(start + "[" * 100_000 + "]" * 100_000 + "\n")
+    (tmp_path / "long.jsonl").write_text(start + '{"type": "Progress", "n": ' + "9" * 5_000 + "}\n")
+    assert main(["audit", str(tmp_path), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error" not in err
+    assert re.search(
+        r"deep\.jsonl at line 2: .* \(bad JSON: lists or objects nested too deeply to decode\)", err
+    )
+    assert re.search(
+        r"long\.jsonl at line 2: .* \(bad JSON: an integer of more than \d+ digits\)", err
+    )
+
+
 def test_a_profile_that_cannot_be_written_is_refused_before_the_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -22,6 +22,7 @@ the signal (130 Ctrl-C or ``haltwise stop``, 143 SIGTERM, 129 SIGHUP, 141 the ou
 from __future__ import annotations
 
 import argparse
+import io
 import signal
 import sys
 import threading
@@ -292,6 +293,18 @@ class _ClosedOutput:
             self.agent.cancel(OUTPUT_CLOSED)
 
 
+def _read_task(given: str) -> str:
+    """The task: ``given``, or stdin's text for ``-``. Bytes that are not text (a file in
+    another encoding, a cut UTF-8 character) are read as U+FFFD, as ``Agent.send`` mends those
+    of a command line, rather than end the command with a ``UnicodeDecodeError``."""
+    if given != "-":
+        return given
+    stdin = sys.stdin
+    if isinstance(stdin, io.TextIOWrapper):
+        stdin.reconfigure(errors="replace")
+    return stdin.read()
+
+
 def main(args: argparse.Namespace) -> int:
     """``haltwise run``: the exit code."""
     from ..cli._console import PipeConsole
@@ -299,7 +312,7 @@ def main(args: argparse.Namespace) -> int:
     from .options import build_agent
     from .render import TerminalView, sandbox_line
 
-    task = sys.stdin.read() if args.task == "-" else args.task
+    task = _read_task(args.task)
     if not task.strip():
         raise ConfigurationError("the task is empty: say what the agent should do")
     stdout, stderr = sys.stdout, sys.stderr

@@ -25,6 +25,7 @@ Faces hear about everything through a ``Listener`` (no-op methods; override what
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import reprlib
@@ -63,6 +64,7 @@ from .store import RunRecord, Store
 from .tools import Toolbox, ToolOutput
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "SYSTEM_PROMPT",
     "Agent",
     "AgentError",
@@ -109,6 +111,12 @@ class _Interrupted(_Cancelled):
 #: How long the tools-free pass that writes a final answer may take, when the run's own time
 #: is already up (it is what a time limit with ``on_limit="synthesize"`` asks for).
 SYNTHESIS_SECONDS = 60.0
+#: Characters a token, for a model call whose endpoint reported no usage (or figures that are
+#: not counts): its prompt (the request's messages and tools, as JSON) and its reply (text,
+#: tool names and arguments) count this many characters a token, and at least one token each,
+#: so that token and dollar limits go on counting. About what English text and code average
+#: with the common tokenizers; what the request reserved is counted if it is more.
+CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +291,7 @@ class _Reply:
     output_tokens: int = 0
     cached_tokens: int = 0
     #: False when the endpoint reported no usage, or figures that are not token counts: the
-    #: call then counts at what its request reserved (``_response_event``).
+    #: figures above are then the agent's estimate (``Agent._read_usage``).
     usage_known: bool = False
 
 
@@ -420,7 +428,7 @@ class Agent:
         model call, with no count reset. False when no run is going on."""
         if not self._running:
             return False
-        self._inbox.put(text)
+        self._inbox.put(without_lone_surrogates(text))
         return True
 
     def cancel(self, reason: str = "cancelled by the user") -> bool:
@@ -488,7 +496,11 @@ class Agent:
 
         Endpoint failures raise ``AgentError`` and configuration problems (a cost limit on a
         model with no price) ``ConfigurationError``, after the run's outcome is recorded.
+        A lone surrogate in ``prompt`` (a command line's bytes that were not UTF-8, kept by
+        Python as surrogates) is mended as the model's text is: the store, the log and the
+        endpoint take only text.
         """
+        prompt = without_lone_surrogates(prompt)
         self._cancel.clear()
         while not self._inbox.empty():
             self._inbox.get_nowait()
@@ -726,10 +738,10 @@ class Agent:
         for number, call in enumerate(reply.calls, 1):
             call.call_id = call.call_id or f"call_{uuid.uuid4().hex[:8]}_{number}"
             call.name = call.name or "unnamed_tool"
-        self._read_usage(reply, usage)
+        self._read_usage(reply, usage, request)
         return reply
 
-    def _read_usage(self, reply: _Reply, usage: Any) -> None:
+    def _read_usage(self, reply: _Reply, usage: Any, request: dict[str, Any]) -> None:
         """Take the endpoint's token counts into ``reply``. A call with none, or with a figure
         that is not a count, has unknown usage; the first of a run is said in a warning naming
         the endpoint and the figure.
@@ -737,9 +749,10 @@ class Agent:
         Such a call is not an error of the run, nor of the user's settings: the endpoint
         misbehaved, and the answer it gave is as good as any. Nor is its usage zero, or a
         guess from a figure known to be wrong (a negative count, ``1.5``, ``"x"``): it is
-        unknown, and the governor counts a call whose usage is unknown at what its request
-        reserved (its prompt and ``max_tokens``), never as free, so that the token and cost
-        limits keep their worst case. ``cached_tokens`` past ``prompt_tokens`` (some proxies
+        estimated from the sizes of ``request`` and ``reply`` (``CHARS_PER_TOKEN``), each
+        figure at least what the request reserved (its prompt and ``max_tokens``), so that the
+        token and cost limits go on counting even when nothing was reserved (a run's first
+        call, with no ``max_tokens``). ``cached_tokens`` past ``prompt_tokens`` (some proxies
         count the cached tokens outside the prompt) is the exception: the prompt's count is
         the one the limits read, so it stands and the cached count is cut to it, as the
         audit's readers do."""
@@ -748,14 +761,34 @@ class Agent:
             reply.input_tokens, reply.output_tokens, reply.cached_tokens = counts
             reply.usage_known = True
             return
+        reserved_prompt, reserved_output = self._reserved()
+        prompt = json.dumps([request["messages"], request.get("tools", [])], ensure_ascii=False)
+        written = [
+            reply.text,
+            *(part for call in reply.calls for part in (call.name, call.arguments)),
+        ]
+        reply.input_tokens = max(reserved_prompt, _estimated_tokens(len(prompt)))
+        reply.output_tokens = max(reserved_output, _estimated_tokens(sum(map(len, written))))
         if not self._usage_known:
             return
         self._usage_known = False
         what = "no token usage" if counts is None else f"{counts}, which is not a token count"
         self.listener.warning(
             f"the model endpoint at {self._endpoint()} reported {what}: such a model call "
-            "counts at what its request reserved (its prompt and max_tokens), never as free"
+            f"counts at an estimate ({CHARS_PER_TOKEN} characters a token of its prompt and "
+            "reply), and at least at what its request reserved (its prompt and max_tokens), "
+            "never as free"
         )
+
+    def _reserved(self) -> tuple[int, int]:
+        """The prompt and output tokens the request in flight reserved (its prompt: the last
+        one counted; its output: its ``max_tokens``, if it asked for one), as the governor's
+        checkpoint lists it: ``[request_id, model, prompt, output, cost, holds]``."""
+        in_flight = self.governor.checkpoint()["in_flight"]
+        if not in_flight:
+            return 0, 0
+        _, _, prompt, output, *_ = in_flight[-1]
+        return int(prompt), int(output)
 
     def _chunks(self, request: dict[str, Any], deadline: float | None) -> Iterator[Any]:
         """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate and
@@ -893,12 +926,8 @@ class Agent:
 
 
 def _response_event(model: str, reply: _Reply) -> ModelResponse:
-    """The reply as the governor counts it; with its usage unknown, at what its request
-    reserved (``answered=False``)."""
-    if not reply.usage_known:
-        return ModelResponse(
-            model=model, text=reply.text or None, tool_calls=len(reply.calls), answered=False
-        )
+    """The reply as the governor counts it: its usage as the endpoint reported it, or the
+    agent's estimate of it (``Agent._read_usage``)."""
     return ModelResponse(
         model=model,
         input_tokens=reply.input_tokens,
@@ -907,6 +936,11 @@ def _response_event(model: str, reply: _Reply) -> ModelResponse:
         text=reply.text or None,
         tool_calls=len(reply.calls),
     )
+
+
+def _estimated_tokens(characters: int) -> int:
+    """``characters`` of text as tokens (``CHARS_PER_TOKEN``), rounded up; at least one."""
+    return max(1, -(-characters // CHARS_PER_TOKEN))
 
 
 def _token_counts(usage: Any) -> tuple[int, int, int] | str:
@@ -939,7 +973,9 @@ def without_lone_surrogates(text: str) -> str:
 
     A model, or a proxy that cuts UTF-16 text, may stream a lone surrogate; kept, it would fail
     whatever writes the text next: the event log, the store, the terminal, the next request.
-    The reply's text and its tool names and call ids pass through here as they arrive."""
+    The reply's text and its tool names and call ids pass through here as they arrive, and so
+    do the human's prompts: a command line's bytes that are not UTF-8 come as surrogates too
+    (``haltwise run $'\\xff'``)."""
     if _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

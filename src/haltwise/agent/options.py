@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -186,14 +187,14 @@ def positive_number(source: str, raw: object) -> float:
 
 
 def optional_count(source: str, raw: object) -> int | None:
-    from ..config import parse_count
+    """A count of at least 1 (``--max-output-tokens``), or None when not given. Never
+    'unlimited': with no ``max_tokens`` a request is already as long as the server lets it
+    be, so the word would only say what leaving the option out says."""
+    from ..config import parse_positive_count
 
     if raw is None:
         return None
-    count = parse_count(source, raw)
-    if count is None or count == 0:
-        raise InvalidValueError(source, raw, "a positive integer")
-    return count
+    return parse_positive_count(source, raw)
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,10 @@ def build_agent(
         try:
             record = store.load_run(run_id)
         except LedgerError as error:
-            raise ConfigurationError(f"{error}; list runs with `haltwise chat` and /runs") from None
+            # The store is a ledger: its runs are the ones that can be resumed.
+            url = shlex.quote(f"sqlite://{Path(store.path).resolve()}")
+            listing = f"haltwise runs --all --ledger {url}"
+            raise ConfigurationError(f"{error}; list its runs with `{listing}`") from None
         fallback = argparse.Namespace(**vars(args))
         fallback.base_url = (
             args.base_url

@@ -84,7 +84,11 @@ def crash_log_path(args: argparse.Namespace) -> Path:
 def log_crash(error: BaseException, path: Path) -> Path | None:
     """Append the traceback of ``error``, with the time, version and command line, to ``path``
     (else to a file in the temporary folder); the file it went to, or None when neither could
-    be written."""
+    be written.
+
+    What UTF-8 cannot hold (a command line's bytes that were not UTF-8, kept by Python as lone
+    surrogates, as in a message that quotes them) is written as a backslash escape: the log of
+    a crash must not crash in turn."""
     from .. import __version__
 
     entry = "".join(
@@ -98,7 +102,7 @@ def log_crash(error: BaseException, path: Path) -> Path | None:
     for candidate in (path, fallback):
         try:
             candidate.parent.mkdir(parents=True, exist_ok=True)
-            with candidate.open("a", encoding="utf-8") as log:
+            with candidate.open("a", encoding="utf-8", errors="backslashreplace") as log:
                 log.write(entry)
         except OSError:
             continue
