@@ -44,6 +44,9 @@ from haltwise import (
     Ask,
     Choice,
     ConfigurationError,
+    Decision,
+    Event,
+    Governor,
     Guard,
     Prices,
     Status,
@@ -54,9 +57,19 @@ from haltwise import (
     max_turns,
     timeout,
 )
+from haltwise import ModelRequest as ModelRequestEvent
+from haltwise import ModelResponse as ModelResponseEvent
 from haltwise.adapters import Governed
 from haltwise.adapters.langchain import HaltwiseMiddleware, govern
-from haltwise.testing import Reply, ScriptedServer, Usage, error, reply, tool_call
+from haltwise.testing import (
+    Reply,
+    ScriptedServer,
+    ScriptEntry,
+    Usage,
+    error,
+    reply,
+    tool_call,
+)
 
 MODEL = "scripted-model"
 #: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
@@ -514,6 +527,180 @@ def test_synthesize_at_the_model_call_limit_answers_in_the_same_step_async() -> 
     assert tool_names(requests[2]) == []
     assert governed.output == "Probably 42."
     assert governed.usage.model_calls == 3
+
+
+# Two flows at the synthesis pass at once: parallel sub-agents of one run, on threads (sync) or
+# tasks (async). One writes the answer; the other waits for it, reporting nothing meanwhile.
+
+#: How long a run with two flows at the synthesis pass may take before the test calls it hung.
+BOUNDED = 15.0
+#: What the scripted server waits, at most, for the other flow before it answers anyway.
+GATE = 5.0
+#: The synthesized answer.
+SYNTHESIZED = "Best answer so far: 42."
+
+
+class WatchingGovernor(Governor):
+    """A governor that counts the model requests reported to it after the run stopped (a flow
+    that loops on refused requests reports them by the thousand), and notes when a response
+    arrives after the stop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests_after_stop = 0
+        self.response_after_stop = threading.Event()
+        decide = self.handle
+
+        def handle(event: Event) -> Decision:
+            stopped = self.stopped is not None
+            decision = decide(event)
+            if stopped and isinstance(event, ModelRequestEvent):
+                self.requests_after_stop += 1
+            elif stopped and isinstance(event, ModelResponseEvent):
+                self.response_after_stop.set()
+            return decision
+
+        self.handle = handle
+
+
+def finished_within(seconds: float, work: Callable[[], Any]) -> Any:
+    """``work()``'s result; the test fails, rather than hangs, when it takes longer."""
+    results: list[Any] = []
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(work())
+        except BaseException as failure:  # handed to the test's thread
+            failures.append(failure)
+
+    worker = threading.Thread(target=run, name="governed-run", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"the run had not ended after {seconds} s: a flow waits for ever")
+    if failures:
+        raise failures[0]
+    return results[0]
+
+
+def two_researchers(server: ScriptedServer, guard: Guard, mode: str, ended: dict[str, str]) -> Any:
+    """A parent agent whose ``research`` tool runs a sub-agent of the same guard; ``ended``
+    records how each sub-agent's run ended (its last message, or the error it raised)."""
+    model = chat_model(server)
+    middleware = HaltwiseMiddleware(guard)
+    sub_agent: Any = create_agent(model, tools=[Searches().tool], middleware=[middleware])
+
+    def record(topic: str, state: dict[str, Any]) -> str:
+        ended[topic] = str(state["messages"][-1].content)
+        return ended[topic]
+
+    if mode == "sync":
+
+        @tool
+        def research(topic: str) -> str:
+            """Ask the research sub-agent."""
+            try:
+                return record(topic, sub_agent.invoke({"messages": [("user", topic)]}))
+            except openai.APIError as failure:
+                ended[topic] = f"raised: {failure}"
+                return "The research failed."
+
+        return create_agent(model, tools=[research], middleware=[HaltwiseMiddleware(guard)])
+
+    @tool
+    async def aresearch(topic: str) -> str:
+        """Ask the research sub-agent."""
+        try:
+            return record(topic, await sub_agent.ainvoke({"messages": [("user", topic)]}))
+        except openai.APIError as failure:
+            ended[topic] = f"raised: {failure}"
+            return "The research failed."
+
+    aresearch.name = "research"
+    return create_agent(model, tools=[aresearch], middleware=[HaltwiseMiddleware(guard)])
+
+
+def synthesis_at_once_script(
+    governor: WatchingGovernor, synthesis: Reply | Any
+) -> list[ScriptEntry]:
+    """The parent asks two researchers at once. The request of the one admitted (the model
+    call limit is 2) is held until the other, refused, has sent the synthesis pass; the pass
+    is answered once the held response has reached the governor after the stop, so that both
+    flows are at the synthesis pass together."""
+    pass_sent = threading.Event()
+
+    def sub_agent_reply(body: dict[str, Any]) -> Any:
+        if tool_names(body):  # the admitted researcher's first request
+            pass_sent.wait(GATE)
+            return reply("Partial: maybe 42.", usage=(20, 5))
+        pass_sent.set()  # the synthesis pass (no tools)
+        governor.response_after_stop.wait(GATE)
+        return synthesis
+
+    parent = reply(
+        tool_calls=[
+            tool_call("research", {"topic": "a"}),
+            tool_call("research", {"topic": "b"}),
+        ],
+        usage=(10, 2),
+    )
+    return [parent, sub_agent_reply, sub_agent_reply]
+
+
+def governed_run(agent: Any, guard: Guard, mode: str) -> Governed[dict[str, Any]]:
+    governed_agent = govern(agent, guard)
+    if mode == "sync":
+        return governed_agent.run_sync(QUESTION)
+    return asyncio.run(governed_agent.run(QUESTION))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_two_flows_at_the_synthesis_pass_make_one_call_and_both_end_with_its_answer(
+    mode: str,
+) -> None:
+    governor = WatchingGovernor(max_model_calls(2, on_limit="synthesize"))
+    guard = Guard(governor=governor)
+    ended: dict[str, str] = {}
+    script = synthesis_at_once_script(governor, reply(SYNTHESIZED, usage=(90, 7)))
+    with ScriptedServer(script) as server:
+        agent = two_researchers(server, guard, mode, ended)
+        governed = finished_within(BOUNDED, lambda: governed_run(agent, guard, mode))
+        requests = server.requests
+    assert len(requests) == 3  # the parent's, the admitted researcher's, and ONE synthesis pass
+    assert [tool_names(body) for body in requests[1:]].count([]) == 1
+    assert governor.requests_after_stop <= 2  # each flow meets the stop once, then waits
+    outcome = governed.outcome
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.reason == "model_call_limit"
+    assert governed.output == SYNTHESIZED
+    assert ended == {"a": SYNTHESIZED, "b": SYNTHESIZED}  # the writer's, and the waiter's
+    assert outcome.usage.model_calls == 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failed_synthesis_pass_releases_the_flow_waiting_for_it_with_the_stop(
+    mode: str,
+) -> None:
+    governor = WatchingGovernor(max_model_calls(2, on_limit="synthesize"))
+    guard = Guard(governor=governor)
+    ended: dict[str, str] = {}
+    script = synthesis_at_once_script(governor, error(500, "the model is overloaded"))
+    with ScriptedServer(script) as server:
+        agent = two_researchers(server, guard, mode, ended)
+        governed = finished_within(BOUNDED, lambda: governed_run(agent, guard, mode))
+        requests = server.requests
+    assert len(requests) == 3  # one synthesis pass, never a second
+    outcome = governed.outcome
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "model_call_limit"
+    assert governed.output is None  # no answer was written
+    # The writer raised the model's error; the waiter ended with the stop, saying why.
+    raised, closed = sorted(ended.values(), key=lambda text: not text.startswith("raised"))
+    assert raised.startswith("raised: ") and "the model is overloaded" in raised
+    assert closed == outcome.message
+    assert final_message(governed).content == outcome.message
+    assert governor.requests_after_stop <= 3  # the parent's next call met the stop once more
 
 
 # ------------------------------------------------------------------------------------------

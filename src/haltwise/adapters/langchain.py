@@ -19,7 +19,9 @@ out each decision, adding no node to the agent's loop:
   ``time_left()`` (as ``timeout``, unless the run interrupts the call at its deadline itself)
   go into the request's ``model_settings``; notes from soft limits go into
   its messages (and the state) as ``[haltwise]`` user messages. A ``synthesize`` stop is
-  answered here: one more model call, tools removed, counted, whose answer ends the run.
+  answered here: one more model call, tools removed, counted, whose answer ends the run. It is
+  made once per run: calls that meet the stop meanwhile (parallel branches, sub-agents) wait
+  for it, then close with the run's outcome (the answer, or the stop if the pass failed).
 - ``wrap_tool_call``: the first call of a response to reach the tool node reports ``ToolCall``
   for every call of that response, before any of them runs (LangGraph runs them as parallel
   tasks; the others wait for it). A refused call returns a ``ToolMessage`` with
@@ -59,7 +61,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar, cast
 
 from langchain.agents.middleware import (
@@ -89,7 +91,7 @@ from langgraph.types import Command, interrupt
 
 from ..drivers.guard import AsyncRun, Guard, Run
 from ..drivers.prompters import parse_answer
-from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Warn
+from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal
 from ..engine.events import Event, RunEnded, RunStarted, ToolResult, TurnEnded, TurnStarting
 from ..engine.events import ModelRequest as ModelRequestEvent
@@ -98,7 +100,7 @@ from ..engine.events import ToolCall as ToolCallEvent
 from ..engine.governor import Governor
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Usage
-from ._common import Governed
+from ._common import Governed, SynthesisPass
 
 __all__ = ["GovernedAgent", "HaltwiseMiddleware", "govern"]
 
@@ -145,6 +147,8 @@ class _Live:
         #: Whether the run interrupts its task at its deadline (``govern``'s async run), so
         #: that async calls need no timeout of their own.
         self.interrupts = owner is None and isinstance(run, AsyncRun)
+        #: The tools-free pass of a ``synthesize`` stop: one flow makes it, the others wait.
+        self.synthesis = SynthesisPass(run.guard.governor)
         self._view = run if isinstance(run, Run) else None
 
     @property
@@ -323,22 +327,20 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
     kept: list[AnyMessage] = []
     while True:
         stop = governor.stopped
-        if stop is not None and not stop.synthesize:
+        if stop is not None:
+            if stop.synthesize:
+                return (yield from _synthesis_flow(live, site, stop, kept, bounded=bounded))
             return site.closing([*kept, _closing(live)])
-        synthesizing = stop is not None
         try:
             decision = yield ModelRequestEvent(site.model, max_tokens=site.max_tokens)
         except _HALTS:
             continue  # stopped: close the run, or write its answer without tools
         kept.extend(_notes(live))
-        if stop is not None:
-            instruction = f"{stop.outcome.message} {SYNTHESIS_INSTRUCTION}"
-            kept.append(HumanMessage(f"{NOTE_PREFIX}{instruction}"))
         request = site.prepared(
             kept,
             max_tokens=_sent_max_tokens(decision, site.max_tokens),
             timeout=governor.time_left() if bounded else None,
-            tools_free=synthesizing,
+            tools_free=False,
         )
         try:
             result = yield _Call(request)
@@ -353,9 +355,6 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
         message = site.message(result)
         text = _text(message)
         yield from _report(_response_event(message, site.model, text))
-        if synthesizing:
-            live.run.outcome = governor.synthesized(text or "")
-            return site.answer(kept, result)
         if message.tool_calls:
             if main:
                 live.turn_open, live.turn_text = True, text
@@ -366,6 +365,60 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
         if stop is None or not stop.synthesize:
             return site.answer(kept, result)
         kept.extend(site.messages(result))  # the partial answer stays; the final one follows
+
+
+def _synthesis_flow(
+    live: _Live, site: _Site, stop: Stop, kept: list[AnyMessage], *, bounded: bool
+) -> _Flow[Any]:
+    """A model call that meets a ``synthesize`` stop. One flow of the run makes the pass: one
+    more call, tools removed, whose answer ends the run. Flows that meet the stop meanwhile
+    (parallel branches, sub-agents) wait for it, reporting nothing, then close with the run's
+    outcome: the answer, or the stop when the pass was refused, failed or raised."""
+    governor = live.governor
+    if stop.synthesizer is not None or live.run.guard.synthesizer is not None:
+        # The guard's run writes the answer with its synthesizer (``Guard``): the request,
+        # reported again, is refused once that writer is done (the run makes this flow wait
+        # for it), and the flow closes with the run's outcome.
+        with suppress(*_HALTS):
+            yield ModelRequestEvent(site.model, max_tokens=site.max_tokens)
+        return site.closing([*kept, _closing(live)])
+    synthesis = live.synthesis
+    if not synthesis.claim():
+        yield _Wait(synthesis.done)
+        return site.closing([*kept, _closing(live)])
+    try:
+        decision = synthesis.request(ModelRequestEvent(site.model, max_tokens=site.max_tokens))
+        if isinstance(decision, Stop):  # the budget left cannot pay for the pass
+            live.run.outcome = decision.outcome
+            return site.closing([*kept, _closing(live)])
+        instruction = f"{stop.outcome.message} {SYNTHESIS_INSTRUCTION}"
+        kept.extend(_notes(live))
+        kept.append(HumanMessage(f"{NOTE_PREFIX}{instruction}"))
+        request = site.prepared(
+            kept,
+            max_tokens=_sent_max_tokens(decision, site.max_tokens),
+            timeout=governor.time_left() if bounded else None,
+            tools_free=True,
+        )
+        try:
+            result = yield _Call(request)
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            # Sent and unanswered: it counts at what it reserved. The stop stands, and the
+            # flows waiting for the pass end with it.
+            try:
+                yield ModelResponseEvent(site.model, answered=False)
+            except _HALTS:  # its time ran out, or it was cancelled: end cleanly
+                return site.closing([*kept, _closing(live)])
+            raise
+        message = site.message(result)
+        text = _text(message)
+        yield from _report(_response_event(message, site.model, text))
+        live.run.outcome = governor.synthesized(text or "")
+        return site.answer(kept, result)
+    finally:
+        synthesis.release()
 
 
 def _tool_flow(live: _Live, request: ToolCallRequest) -> _Flow[ToolMessage | Command[Any]]:
