@@ -363,3 +363,123 @@ def test_each_pass_is_a_turn_of_the_loops_governor() -> None:
     assert result.reason == "turn_limit"  # two passes left for the session's last loop
     assert result.iterations == 2
     assert session.usage.turns == 4
+
+
+# -- loops that share one governor concurrently -------------------------------------------------
+
+
+def spend_each(step: Step) -> str:
+    """One model call of 10 tokens and $0.25, reported to the step's child governor."""
+    spend(step, tokens=10, cost="0.25")
+    return "draft"
+
+
+def assert_each_counts_its_own(session: Governor, results: dict[int, Any]) -> None:
+    """Loop ``n`` made ``n`` passes of one call each; the session counted them all once."""
+    for n, result in results.items():
+        usage = result.outcome.usage
+        assert (usage.turns, usage.model_calls, usage.input_tokens) == (n, n, 10 * n)
+        assert usage.cost == Decimal("0.25") * n
+    total = session.session_usage
+    assert (total.turns, total.model_calls, total.input_tokens) == (6, 6, 60)
+    assert total.cost == Decimal("1.50")
+
+
+def test_loops_sharing_a_governor_in_threads_each_count_what_they_spent() -> None:
+    session = Governor(clock=FakeClock())
+    # Every loop has spent on its first pass before any goes on: they overlap, whatever the
+    # scheduler does.
+    together = threading.Barrier(3, timeout=10)
+    results: dict[int, Any] = {}
+
+    def attempt(step: Step) -> str:
+        spent = spend_each(step)
+        if step.number == 1:
+            together.wait()
+        return spent
+
+    def run(n: int) -> None:
+        results[n] = attempts(n, accept=lambda _: False).run(attempt, governor=session)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results) == [1, 2, 3]
+    assert_each_counts_its_own(session, results)
+
+
+def test_loops_sharing_a_governor_in_tasks_each_count_what_they_spent() -> None:
+    session = Governor(clock=FakeClock())
+    results: dict[int, Any] = {}
+
+    async def main() -> None:
+        started: list[int] = []
+        everyone = asyncio.Event()
+
+        async def attempt(step: Step) -> str:
+            spent = spend_each(step)
+            if step.number == 1:
+                started.append(step.limit)
+                if len(started) == 3:
+                    everyone.set()
+                await everyone.wait()
+            await asyncio.sleep(0)  # let the other loops run between passes
+            return spent
+
+        async def run(n: int) -> None:
+            loop = attempts(n, accept=lambda _: False)
+            results[n] = await loop.arun(attempt, governor=session)
+
+        await asyncio.gather(*(run(n) for n in (1, 2, 3)))
+
+    asyncio.run(main())
+
+    assert_each_counts_its_own(session, results)
+
+
+def test_loops_stopped_by_a_limit_they_share_count_only_their_own_calls() -> None:
+    session = Governor(max_model_calls(5, scope="session"), clock=FakeClock())
+    together = threading.Barrier(3, timeout=10)
+    sent: dict[int, int] = {}  # calls each loop's agents got through, by thread
+    results: dict[int, Any] = {}
+
+    def attempt(step: Step) -> str:
+        spend_each(step)  # a refused call raises: it was not sent
+        sent[threading.get_ident()] += 1
+        if step.number == 1:
+            together.wait()  # three calls sent, one each: two are left for all three loops
+        return "draft"
+
+    def run() -> None:
+        sent[threading.get_ident()] = 0
+        loop = attempts(3, accept=lambda _: False)
+        results[threading.get_ident()] = loop.run(attempt, governor=session)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert session.session_usage.model_calls == 5
+    assert {ident: result.outcome.usage.model_calls for ident, result in results.items()} == sent
+    assert sum(sent.values()) == 5
+
+
+def test_what_a_callback_reports_to_the_shared_governor_itself_is_the_sessions() -> None:
+    session = Governor(clock=FakeClock())
+
+    def attempt(step: Step) -> str:
+        spend_each(step)
+        session.handle(ModelRequest("m"))  # not through step.governor: no loop's own
+        session.handle(ModelResponse("m", input_tokens=1000, cost=Decimal("1")))
+        return "draft"
+
+    result = attempts(1).run(attempt, governor=session)
+
+    assert result.outcome.usage.model_calls == 1
+    assert result.outcome.usage.input_tokens == 10
+    assert session.session_usage.model_calls == 2

@@ -13,6 +13,15 @@ the same governor, so their model calls, tokens and dollars count against the sa
 are refused when those are spent. A governor ``Ask`` goes to the loop's prompter and back
 through ``Governor.resolve``; nothing here decides a limit.
 
+What a loop spent is what it did itself, never a difference of its governor's totals, which
+other loops on the same governor (in other threads or tasks) and a ``RunStarted`` change too:
+its passes (the turns its own ``TurnStarting`` events were admitted for, counted under the
+governor's lock), the time since it began, and what the agents in its passes reported to their
+``step.governor`` (each child's session totals: the events its parent admitted, no more). So the
+shared governor counts every call once, and each loop's ``Outcome.usage`` is its own share.
+Events that a callback reports to the shared governor itself are the session's: they count
+against its limits, but no loop can tell whose they were.
+
 Everything a loop did is kept in ``Iteration`` records; an outcome that is not plainly
 ``completed`` saves a checkpoint (the loop's history, its best value when it can be stored as
 JSON, and the governor's counts) through the ledger, and ``resume(ref)`` picks it up.
@@ -25,11 +34,11 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 from ..drivers.prompters import Prompter
-from ..engine.decisions import Answer, Ask, Choice, Stop, Warn
+from ..engine.decisions import Answer, Ask, Choice, Decision, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltSignal
 from ..engine.events import Progress, RunStarted, TurnStarting
 from ..engine.governor import Governor
@@ -96,6 +105,7 @@ class Step:
     """What a callback sees: where the loop is, what went before, and whom to report to."""
 
     __slots__ = (
+        "_agents",
         "_child",
         "_limits",
         "_parent",
@@ -114,6 +124,7 @@ class Step:
         strictness: Strictness,
         parent: Governor,
         limits: Limit | None,
+        agents: list[Governor] | None = None,
     ) -> None:
         #: 1 for the first pass.
         self.number = number
@@ -127,6 +138,8 @@ class Step:
         self.notes: list[str] = []
         self._parent = parent
         self._limits = limits
+        #: Where the child is listed when it is made: the loop sums what its children spent.
+        self._agents = agents
         self._child: Governor | None = None
 
     @property
@@ -134,10 +147,14 @@ class Step:
         """A child of the loop's governor, for an agent inside this pass to report to.
 
         The agent starts its own run on it (``RunStarted``); its model and tool calls count
-        against the loop's budgets too, and stop when they are spent. Made on first use.
+        against the loop's budgets too, and stop when they are spent. What it spends is the
+        loop's ``Outcome.usage``; what is reported to the loop's governor itself is not. Made
+        on first use.
         """
         if self._child is None:
             self._child = self._parent.child(self._limits)
+            if self._agents is not None:
+                self._agents.append(self._child)
         return self._child
 
     @property
@@ -183,7 +200,12 @@ class _Run:
         #: Whether a pass has just begun, so its first callback needs no check of its own.
         self.fresh = False
         self.loop_id = uuid.uuid4().hex[:8]
+        #: What earlier runs of the loop spent (a resumed checkpoint's usage).
         self.prior = Usage()
+        #: Turns of the governor that this run's own ``TurnStarting`` events were admitted for.
+        self.turns = 0
+        #: The child governors of this run's passes (``step.governor``), in the order made.
+        self.agents: list[Governor] = []
         self.saved_values: dict[str, Any] = {}
         if resumed is not None:
             self.history = [Iteration.from_dict(item) for item in resumed.get("history", ())]
@@ -191,7 +213,8 @@ class _Run:
             self.saved_values = dict(resumed.get("values", {}))
             self.loop_id = str(resumed.get("loop_id", self.loop_id))
             self.prior = _usage_from_dict(resumed.get("usage", {}))
-        self.start_usage = governor.usage
+        #: When this run began, on the governor's clock.
+        self.started = governor.now()
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -212,6 +235,7 @@ class _Run:
             strictness,
             self.governor,
             self.loop.step_limits,
+            self.agents,
         )
         step.notes.extend(self.notes)
         self.notes.clear()
@@ -253,8 +277,13 @@ class _Run:
 
     def begin(self) -> Generator[_Call, _Reply, None]:
         """Start a run on the governor when none has started (a loop nested in a run does not)."""
-        if not self.governor.run_id:
-            yield from self.send(RunStarted(prompt=repr(self.loop)))
+        with self.governor.lock:
+            # Looked at and started as one step: of loops starting together on a fresh governor,
+            # one starts the run, and no second RunStarted resets what the others have counted.
+            if self.governor.run_id:
+                return
+            decision = self.decide(self.governor.handle, RunStarted(prompt=repr(self.loop)))
+        yield from self.carry_out(decision)
 
     def turn(self) -> Generator[_Call, _Reply, None]:
         """A pass is about to start: to the loop's governor, a turn (counted, and checked before
@@ -268,18 +297,34 @@ class _Run:
             Progress(metric=f"loop.{self.loop.kind}", value=float(self.number), note=what)
         )
 
-    def send(self, event: RunStarted | TurnStarting | Progress) -> Generator[_Call, _Reply, None]:
-        decision = self.governor.handle(event)
+    def send(self, event: TurnStarting | Progress) -> Generator[_Call, _Reply, None]:
+        yield from self.carry_out(self.decide(self.governor.handle, event))
+
+    def carry_out(self, decision: Decision) -> Generator[_Call, _Reply, None]:
+        """Put a question to the prompter until it is settled; keep a note; halt at a stop."""
         while isinstance(decision, Ask):
             answer = None
             if self.prompter is not None:
                 reply = yield _Call(self.prompter, (decision,))
                 answer = _as_answer(reply.value) if reply.error is None else None
-            decision = self.governor.resolve(decision, answer)
+            decision = self.decide(self.governor.resolve, decision, answer)
         if isinstance(decision, Warn):
             self.notes.append(decision.message)
         elif isinstance(decision, Stop):
             raise _Halted(decision)
+
+    def decide(self, decide: Callable[..., Decision], *args: Any) -> Decision:
+        """``decide(*args)``, a ``handle`` or a ``resolve`` of the governor, counting the turn it
+        admits as this run's. The governor's lock (reentrant, and held by the governor only
+        while it decides) keeps other loops' turns out of the count; a turn's before-checks
+        may refuse it, its after-checks stop the run once it is counted, so only the count
+        tells whether it was."""
+        governor = self.governor
+        with governor.lock:
+            before = governor.session_usage.turns
+            decision = decide(*args)
+            self.turns += governor.session_usage.turns - before
+        return decision
 
     def call(self, function: Callable[..., Any], *args: Any) -> Generator[_Call, _Reply, _Reply]:
         """Check with the governor, then call ``function(*args)``: its reply, raised or not."""
@@ -293,7 +338,15 @@ class _Run:
     # -- ending ----------------------------------------------------------------------------
 
     def spent(self) -> Usage:
-        return self.prior + _difference(self.start_usage, self.governor.usage)
+        """What this run of the loop spent, earlier runs' included (see the module's docstring).
+
+        Each child's session totals, not its run's: an agent may start several runs on it.
+        """
+        spent = self.prior + Usage(turns=self.turns, elapsed=max(0.0, self.now() - self.started))
+        for agent in self.agents:
+            # Its turns are the agent's own, not the loop's passes; its time is the loop's.
+            spent += replace(agent.session_usage, turns=0, elapsed=0.0)
+        return spent
 
     def checkpoint_data(self, status: Status, reason: str) -> dict[str, Any]:
         values = {}
@@ -558,22 +611,6 @@ def _sentences(first: str, second: str) -> str:
 
 def _partial(value: Any) -> str | None:
     return None if value is None else summarize(value, 2000)
-
-
-def _difference(before: Usage, after: Usage) -> Usage:
-    """What was spent between two snapshots of the same run."""
-    cost = None if before.cost is None or after.cost is None else after.cost - before.cost
-    return Usage(
-        turns=max(0, after.turns - before.turns),
-        model_calls=max(0, after.model_calls - before.model_calls),
-        tool_calls=max(0, after.tool_calls - before.tool_calls),
-        input_tokens=max(0, after.input_tokens - before.input_tokens),
-        output_tokens=max(0, after.output_tokens - before.output_tokens),
-        cache_read_tokens=max(0, after.cache_read_tokens - before.cache_read_tokens),
-        cache_write_tokens=max(0, after.cache_write_tokens - before.cache_write_tokens),
-        cost=cost,
-        elapsed=max(0.0, after.elapsed - before.elapsed),
-    )
 
 
 def _usage_to_dict(usage: Usage) -> dict[str, Any]:
