@@ -31,6 +31,8 @@ from haltwise.testing import (
     ScriptEntry,
     ToolCall,
     error,
+    raw,
+    raw_stream,
     reply,
     tool_call,
 )
@@ -465,6 +467,143 @@ def test_endpoint_failures_are_clear(workspace: Path, entry: ScriptEntry, expect
     ):
         agent.send("Hi.")
     assert agent.governor.outcome is not None and agent.governor.outcome.reason == "error"
+
+
+def chunk(delta: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A ``chat.completion.chunk`` with one choice holding ``delta``, and ``fields`` over it."""
+    return {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        **fields,
+    }
+
+
+def listing_part(index: Any = 0, **function: Any) -> dict[str, Any]:
+    """A tool-call piece of a delta: ``list_dir`` with no arguments, ``function`` over it."""
+    called = {"name": "list_dir", "arguments": "{}", **function}
+    return {"index": index, "id": f"call_{index}", "type": "function", "function": called}
+
+
+#: How an AgentError for a chunk with a field of the wrong type begins.
+MALFORMED = "sent a chunk that is not a chat completion chunk: "
+#: What an endpoint that is no chat-completions API, or a broken one, may answer with HTTP 200,
+#: and the end of the AgentError it must be (after "the model endpoint at URL ").
+NOT_A_REPLY: dict[str, tuple[ScriptEntry, str]] = {
+    "a web page": (
+        raw("<html>oops</html>", content_type="text/html"),
+        "sent no chat completion chunk: it answered HTTP 200 with '<html>oops</html>' "
+        "(content type 'text/html'). Check --base-url (or OPENAI_BASE_URL): it must be an "
+        "OpenAI-compatible API",
+    ),
+    "a long page": (
+        raw("<p>\x1b[2J" + "x" * 300, content_type="text/html"),
+        "sent no chat completion chunk: it answered HTTP 200 with '<p>\\x1b[2J"
+        + "x" * 193
+        + "' ... (content type 'text/html'). Check --base-url",
+    ),
+    "a page that is not UTF-8": (
+        raw(b"<p>caf\xe9</p>", content_type="text/html; charset=latin-1"),
+        "sent a stream that is not UTF-8 text (byte 0xe9): it answered HTTP 200 with "
+        "'<p>caf\\\\xe9</p>' (content type 'text/html; charset=latin-1'). Check --base-url",
+    ),
+    "an empty body": (
+        raw(b"", content_type=""),
+        "sent no chat completion chunk: it answered HTTP 200 with an empty body "
+        "(no content type). Check --base-url",
+    ),
+    "a stream with no chunk": (
+        raw_stream(),
+        "sent no chat completion chunk: it answered HTTP 200 with 'data: [DONE]\\n\\n' "
+        "(content type 'text/event-stream'). Check --base-url",
+    ),
+    "chunks with no choice": (
+        raw_stream({**chunk({}), "choices": []}),
+        "sent no chat completion chunk: it answered HTTP 200 with 'data: {",
+    ),
+    "data that is not JSON": (
+        raw_stream("{not json"),
+        "sent stream data that is not JSON (Expecting property name enclosed in double "
+        "quotes at character 1): '{not json'",
+    ),
+    "an error in the stream": (
+        raw_stream({"error": {"message": "overloaded\x1b[2J"}}),
+        "sent an error in its stream: 'overloaded\\x1b[2J'",
+    ),
+    "a chunk that is a number": (
+        raw_stream("5"),
+        MALFORMED + "the chunk is 5, where a chat completion chunk (an object) belongs",
+    ),
+    "choices that are not a list": (
+        raw_stream({**chunk({}), "choices": {"index": 0}}),
+        MALFORMED + "choices is {'index': 0}, where a list of choices or null belongs",
+    ),
+    "a delta that is text": (
+        raw_stream(chunk(cast(dict[str, Any], "hi"))),
+        MALFORMED + "choices[0].delta is 'hi', where a delta (an object) or null belongs",
+    ),
+    "content that is a number": (
+        raw_stream(chunk({"content": 5})),
+        MALFORMED + "choices[0].delta.content is 5, where text or null belongs",
+    ),
+    "an index that is text": (
+        raw_stream(
+            chunk({"tool_calls": [listing_part(0)]}), chunk({"tool_calls": [listing_part("x")]})
+        ),
+        MALFORMED + "choices[0].delta.tool_calls[0].index is 'x', where the tool call's number (an "
+        "integer) or null belongs",
+    ),
+    "a tool name that is a number": (
+        raw_stream(chunk({"tool_calls": [listing_part(name=42)]})),
+        MALFORMED
+        + "choices[0].delta.tool_calls[0].function.name is 42, where the tool's name (text) "
+        "or null belongs",
+    ),
+    "a call id that is a number": (
+        raw_stream(chunk({"tool_calls": [{**listing_part(), "id": 7}]})),
+        MALFORMED
+        + "choices[0].delta.tool_calls[0].id is 7, where the tool call's id (text) or null belongs",
+    ),
+    "arguments that are a list": (
+        raw_stream(chunk({"tool_calls": [listing_part(arguments=["."])]})),
+        MALFORMED
+        + "choices[0].delta.tool_calls[0].function.arguments is ['.'], where JSON text or null "
+        "belongs",
+    ),
+}
+
+
+@pytest.mark.parametrize("entry", NOT_A_REPLY.values(), ids=NOT_A_REPLY)
+def test_an_endpoint_that_sends_no_reply_is_an_agent_error_naming_what_it_sent(
+    workspace: Path, entry: tuple[ScriptEntry, str]
+) -> None:
+    answer, expected = entry
+    with agent_for([answer], workspace, haltwise.max_turns(5)) as (agent, server, _seen):
+        with pytest.raises(AgentError) as raised:
+            agent.send("Hi.")
+        endpoint = server.base_url
+    assert str(raised.value).startswith(f"the model endpoint at {endpoint} {expected}")
+    assert "\n" not in str(raised.value) and "\x1b" not in str(raised.value)
+    assert agent.governor.outcome is not None and agent.governor.outcome.reason == "error"
+
+
+def test_tool_arguments_sent_as_an_object_are_taken_as_their_json(workspace: Path) -> None:
+    arguments = {"path": "sub", "note": "é"}
+    script = [
+        raw_stream(chunk({"tool_calls": [listing_part(arguments=arguments)]})),
+        reply("done"),
+    ]
+    with agent_for(script, workspace, haltwise.max_turns(5)) as (agent, server, seen):
+        outcome = agent.send("List.")
+        sent = server.requests[-1]["messages"]
+    assert outcome.status is Status.COMPLETED
+    call = sent[-2]["tool_calls"][0]
+    assert call["function"] == {"name": "list_dir", "arguments": '{"path": "sub", "note": "é"}'}
+    # Its result is the tool's own word on it (note is no argument of list_dir).
+    assert sent[-1]["content"].startswith("error: bad arguments for list_dir:\n- note:")
+    assert len(seen.outputs) == 1
 
 
 def test_every_error_the_engine_raises_is_exported_beside_the_others() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import haltwise
-from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace, _Clip
+from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace, _Clip, _truncate
 from haltwise.cli import main
 from haltwise.testing import ScriptedServer, reply, tool_call
 
@@ -154,6 +155,37 @@ def test_cancel_kills_the_running_command(workspace: Path) -> None:
     assert time.monotonic() - started < 5
     assert output.is_error and "cancelled" in output.content
     timer.join()
+
+
+def test_a_command_that_prints_a_lot_is_kept_head_and_tail_in_bounded_memory(
+    workspace: Path,
+) -> None:
+    # 20 MB printed: only what the model gets is held (communicate() held it all, and its text).
+    tools = Toolbox(workspace, approver=lambda command: True)
+    command = "echo first; head -c 20000000 /dev/zero | tr '\\0' a; echo; echo last"
+    tracemalloc.start()
+    try:
+        output = tools.call("run_command", {"command": command})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000, f"{peak:,} bytes held at the peak"
+    printed = len("first\n") + 20_000_000 + len("\nlast\n")
+    head, tail = output.content[:8_000], output.content[-8_000 - len("\n[exit code 0]") :]
+    assert head.startswith("first\naaa") and tail.endswith("a\nlast\n\n[exit code 0]")
+    assert f"\n[... {printed - 16_000} characters cut ...]\n" in output.content
+    assert (output.exit_code, output.is_error) == (0, False)
+
+
+def test_command_output_that_is_not_utf8_reads_as_its_whole_decoding(workspace: Path) -> None:
+    # Read in pieces that cut characters in two, it is the text of one bytes.decode(errors=
+    # "replace"): 3-byte characters across 64 KiB reads, bytes that are no UTF-8, a NUL, and
+    # a character cut short at the end.
+    data = b"\xff\x00" + "€".encode() * 40_000 + b"\xc3(" + b"\xe2\x82"
+    (workspace / "bytes.bin").write_bytes(data)
+    tools = Toolbox(workspace, approver=lambda command: True)
+    output = tools.call("run_command", {"command": "cat bytes.bin"})
+    assert output.content == f"{_truncate(data.decode('utf-8', 'replace'))}\n[exit code 0]"
 
 
 def test_long_output_is_cut_in_the_middle(workspace: Path) -> None:

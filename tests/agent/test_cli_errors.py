@@ -22,7 +22,7 @@ from child_process import child_environ, default_signals
 
 from haltwise.agent.store import Store
 from haltwise.cli import main
-from haltwise.testing import ScriptedServer, ScriptEntry, reply, tool_call
+from haltwise.testing import ScriptedServer, ScriptEntry, raw, raw_stream, reply, tool_call
 
 #: The workspace, the store and the isolation from the user's environment.
 pytest_plugins = ["agent_fixtures"]
@@ -321,6 +321,46 @@ def test_a_crash_in_a_tool_is_an_error_outcome_with_its_traceback_in_the_log(
     with Store(store_path) as store:
         record = store.load_run(outcome["run_id"])
     assert (record.status, record.reason) == ("abandoned", "error")
+
+
+#: Endpoints that answer HTTP 200 with no reply, and what ``haltwise run`` then says of them.
+NO_REPLY = {
+    "a web page": (
+        raw("<html>oops</html>", content_type="text/html"),
+        "sent no chat completion chunk: it answered HTTP 200 with '<html>oops</html>' "
+        "(content type 'text/html')",
+    ),
+    "data that is not JSON": (
+        raw_stream("{not json"),
+        "sent stream data that is not JSON (Expecting property name enclosed in double quotes "
+        "at character 1): '{not json'",
+    ),
+    "content that is a number": (
+        raw_stream({"choices": [{"index": 0, "delta": {"content": 5}}]}),
+        "sent a chunk that is not a chat completion chunk: choices[0].delta.content is 5, "
+        "where text or null belongs",
+    ),
+}
+
+
+@pytest.mark.parametrize("entry", NO_REPLY.values(), ids=NO_REPLY)
+def test_an_endpoint_that_sends_no_reply_fails_the_run_naming_it_not_as_our_bug(
+    workspace: Path, store_path: Path, entry: tuple[ScriptEntry, str]
+) -> None:
+    answer, expected = entry
+    with ScriptedServer([answer], model=MODEL) as server:
+        args = run_args(server, workspace, "Hi.", "--json", "-q", "--store", str(store_path))
+        process = start(args, store_path)
+        out, err = process.communicate(timeout=30)
+        endpoint = server.base_url
+    assert process.returncode == 1
+    assert err.splitlines()[-1].startswith(
+        f"haltwise run: the model endpoint at {endpoint} {expected}"
+    )
+    assert "internal error" not in err and not (store_path.parent / "haltwise.log").exists()
+    label = json_lines(out)[-1]
+    assert (label["type"], label["exit_code"]) == ("Label", 1)
+    assert (label["outcome"]["status"], label["outcome"]["reason"]) == ("abandoned", "error")
 
 
 #: A task whose bytes are not UTF-8 (``haltwise run $'fix \\xff it'``): Python keeps the byte

@@ -10,10 +10,12 @@ The tests that need a working ``bwrap`` skip saying so where it is missing, unle
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -193,9 +195,9 @@ def gone(marker: str) -> bool:
     return True
 
 
-def sleepers() -> tuple[str, str]:
+def sleepers(whole: int = 30) -> tuple[str, str]:
     """A command whose sleeps (one detached into its own session) are named by a marker."""
-    seconds = f"30.{secrets.randbelow(10**9):09d}"
+    seconds = f"{whole}.{secrets.randbelow(10**9):09d}"
     return f"(setsid sleep {seconds} &); sleep {seconds}", f"sleep {seconds}"
 
 
@@ -225,6 +227,79 @@ def test_a_cancel_kills_every_process_of_the_sandboxed_command(confined: Sandbox
     assert not worker.is_alive()
     assert "the run was cancelled" in results[0].content
     assert gone(marker), running(marker)
+
+
+# --------------------------------------------------------------------------------------------
+# Unconfined: what can be killed is, and no process that holds the output keeps the call waiting
+
+
+@pytest.fixture
+def unconfined_tools(workspace: Path) -> Iterator[Toolbox]:
+    """Tools with the sandbox off; the test's detached sleeps are killed after it, as nothing
+    unconfined can reach a process that left the command's session and its parent."""
+    tools = Toolbox(
+        workspace, approver=lambda command: True, sandbox=choose_sandbox("off", workspace)
+    )
+    yield tools
+    for pid in running(f"sleep {MARKED}."):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+#: The whole seconds of the unconfined tests' sleeps: the call must return long before.
+MARKED = 12
+
+
+def test_unconfined_a_timeout_does_not_wait_for_a_detached_process_holding_the_output(
+    unconfined_tools: Toolbox,
+) -> None:
+    # The detached sleep is in a session of its own, its parent gone: out of reach.
+    command, marker = sleepers(MARKED)
+    started = time.monotonic()
+    output = unconfined_tools.call(
+        "run_command", {"command": f"echo started; {command}", "timeout": 0.5}
+    )
+    assert time.monotonic() - started < 4
+    assert output.is_error and output.content.startswith("started\n")
+    assert output.content.endswith(
+        "[the command timed out after 0.5s: the command was killed; a process it started "
+        "kept its output open and was not waited for]"
+    )
+    assert running(marker, exactly=True), "the detached sleep was expected to run on"
+
+
+def test_unconfined_a_cancel_does_not_wait_for_a_detached_process_holding_the_output(
+    unconfined_tools: Toolbox,
+) -> None:
+    command, marker = sleepers(MARKED)
+    results: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: results.append(unconfined_tools.call("run_command", {"command": command}))
+    )
+    worker.start()
+    deadline = time.monotonic() + 10
+    while len(running(marker, exactly=True)) < 2:  # both sleeps have started
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    started = time.monotonic()
+    unconfined_tools.cancel()
+    worker.join(4)
+    assert not worker.is_alive()
+    assert time.monotonic() - started < 4
+    assert results[0].content.startswith("\n[the command was stopped: the run was cancelled; ")
+
+
+def test_unconfined_a_timeout_kills_a_child_that_moved_to_a_session_of_its_own(
+    unconfined_tools: Toolbox,
+) -> None:
+    # The issue's command: setsid's sleep is still the shell's child when the time is up.
+    seconds = f"{MARKED}.{secrets.randbelow(10**9):09d}"
+    command = f"setsid sleep {seconds} & sleep {seconds}"
+    started = time.monotonic()
+    output = unconfined_tools.call("run_command", {"command": command, "timeout": 0.5})
+    assert time.monotonic() - started < 4
+    assert output.content == "\n[the command timed out after 0.5s: the command was killed]"
+    assert gone(f"sleep {seconds}"), running(f"sleep {seconds}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ governor through the drivers' flow (``haltwise.drivers.Run``), and its decision 
 
 The model is any OpenAI-compatible chat-completions endpoint, called with the ``openai`` client,
 streaming, with tools. The stream is read on a helper thread, so that ``cancel()`` (Ctrl-C) ends
-the run at once even while the endpoint has not answered yet.
+the run at once even while the endpoint has not answered yet. The client takes the chunks as
+they come, unchecked: each field is checked here, and a reply that is no stream of chunks, or a
+chunk with a field of the wrong type, is an ``AgentError`` naming the endpoint and what it sent.
 
 Two threads may use an agent: the one that runs ``send`` and the face's (status for the widget,
 ``/turn-limit``, ``cancel``, messages typed while the run goes on). The governor is shared under
@@ -36,6 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from pydantic import BaseModel
 
 from ..drivers.guard import Guard, Run
 from ..drivers.live import APPROVAL_TIMEOUT
@@ -90,7 +94,9 @@ next."""
 
 
 class AgentError(HaltwiseError):
-    """The model endpoint could not be used (unreachable, refused the key, unknown model)."""
+    """The model endpoint could not be used (unreachable, refused the key, unknown model), or
+    sent something else than a reply (a web page, data that is not JSON, a chunk with a field
+    of the wrong type): the message names the endpoint and quotes what it sent."""
 
 
 class _Cancelled(BaseException):
@@ -710,28 +716,17 @@ class Agent:
             for chunk in self._chunks(request, deadline):
                 # Some endpoints report usage on every chunk: the last one counts.
                 usage = getattr(chunk, "usage", None) or usage
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        text = without_lone_surrogates(delta.content)
-                        reply.text += text
-                        self.listener.text(text)
-                    for part in delta.tool_calls or ():
-                        index = part.index if part.index is not None else len(calls)
-                        call = calls.setdefault(index, _Call())
-                        if part.id:
-                            call.call_id = without_lone_surrogates(part.id)
-                        function = part.function
-                        if function is not None:
-                            if function.name and not call.name:
-                                call.name = without_lone_surrogates(function.name)
-                            if function.arguments:
-                                call.arguments += _escaped(function.arguments)
+                for text in _take_chunk(chunk, calls):
+                    reply.text += text
+                    self.listener.text(text)
         except _Cancelled as cut:
             cut.partial = reply.text
             raise
+        except _Malformed as malformed:
+            raise AgentError(
+                f"the model endpoint at {self._endpoint()} sent a chunk that is not a chat "
+                f"completion chunk: {malformed}"
+            ) from None
         finally:
             self.listener.text_done()
         reply.calls = [calls[index] for index in sorted(calls)]
@@ -796,10 +791,14 @@ class Agent:
         inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         abandoned = threading.Event()
         with_usage = self._stream_usage
+        #: What came back: set once the endpoint answered.
+        body = _Body(None)
 
         def read() -> None:
+            nonlocal body
             try:
                 stream = self._open(request, with_usage)
+                body = _Body(getattr(stream, "response", None))
                 try:
                     for chunk in stream:
                         if abandoned.is_set():
@@ -816,6 +815,7 @@ class Agent:
             raise _Cancelled
         reader = threading.Thread(target=read, name="haltwise-model-stream", daemon=True)
         reader.start()
+        answered = False
         try:
             while True:
                 try:
@@ -826,13 +826,21 @@ class Agent:
                 except queue.Empty:
                     raise _Interrupted from None
                 if kind == "chunk":
+                    answered = answered or bool(getattr(item, "choices", None))
                     yield item
                 elif kind == "end":
+                    if not answered:
+                        # A page, a body of some other API, or an empty stream: no reply,
+                        # however the HTTP status reads.
+                        raise AgentError(
+                            f"the model endpoint at {self._endpoint()} sent no chat completion "
+                            f"chunk: it answered {body.describe()}. {_CHECK_URL}"
+                        )
                     return
                 elif kind == "cancel":
                     raise _Cancelled
                 else:
-                    raise self._explain(item) from item
+                    raise self._explain(item, body) from item
         finally:
             abandoned.set()
             self._waiting = None
@@ -852,8 +860,9 @@ class Agent:
             self._stream_usage = False
             return completions.create(**request)
 
-    def _explain(self, error: BaseException) -> BaseException:
-        """A clear ``AgentError`` for the endpoint's failures; anything else unchanged."""
+    def _explain(self, error: BaseException, body: _Body) -> BaseException:
+        """A clear ``AgentError`` for the endpoint's failures (``body``: what it sent, as far
+        as it was read); anything else unchanged."""
         import openai
 
         where = self._endpoint()
@@ -879,6 +888,23 @@ class Agent:
             return AgentError(
                 f"the model endpoint at {where} answered HTTP {error.status_code}: "
                 f"{_error_message(error)}"
+            )
+        if isinstance(error, openai.APIError):  # an error the endpoint sent in its stream
+            return AgentError(
+                f"the model endpoint at {where} sent an error in its stream: "
+                f"{_shown(_error_message(error))}"
+            )
+        # Only the endpoint's bytes are decoded and parsed on the stream's thread.
+        if isinstance(error, json.JSONDecodeError):
+            return AgentError(
+                f"the model endpoint at {where} sent stream data that is not JSON "
+                f"({error.msg} at character {error.pos}): {_shown(error.doc)}"
+            )
+        if isinstance(error, UnicodeDecodeError):
+            return AgentError(
+                f"the model endpoint at {where} sent a stream that is not UTF-8 text "
+                f"(byte {error.object[error.start]:#04x}): it answered {body.describe()}. "
+                f"{_CHECK_URL}"
             )
         return error
 
@@ -987,6 +1013,122 @@ def _escaped(arguments: str) -> str:
     an escaped one, with an error the model can act on; U+FFFD in its place would have a
     ``write_file`` write text the model never wrote."""
     return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", arguments)
+
+
+#: What to check when an endpoint answers with something else than a stream of chunks.
+_CHECK_URL = "Check --base-url (or OPENAI_BASE_URL): it must be an OpenAI-compatible API"
+#: The most characters or bytes of what an endpoint sent that a message quotes.
+_SHOWN = 200
+#: A wrong value in a chunk, as a message shows it (``repr``: escaped, and cut short).
+_brief = reprlib.Repr()
+_brief.maxstring = _brief.maxother = _brief.maxlong = 60
+
+
+def _shown(text: str | bytes) -> str:
+    """What an endpoint sent, quoted for a message: its first ``_SHOWN`` characters (bytes
+    that are not UTF-8 as ``\\xff``), with every control character escaped (``repr``), so
+    that it can neither break the line nor write to the terminal."""
+    head = text[:_SHOWN]
+    shown = head.decode("utf-8", "backslashreplace") if isinstance(head, bytes) else head
+    return repr(shown) + (" ..." if len(text) > _SHOWN else "")
+
+
+class _Body:
+    """The first bytes of a streamed reply's body, kept as the ``openai`` client reads them
+    (decoded from any content encoding), to show what came back when it held no chunk.
+
+    ``response`` is the stream's ``httpx`` response, or None when there is none to watch."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.start = b""
+        if response is None:
+            return
+        read = response.iter_bytes
+
+        def iter_bytes(chunk_size: int | None = None) -> Iterator[bytes]:
+            for piece in read(chunk_size):
+                if len(self.start) <= _SHOWN:
+                    self.start += piece[: _SHOWN + 1 - len(self.start)]
+                yield piece
+
+        response.iter_bytes = iter_bytes
+
+    def describe(self) -> str:
+        """``HTTP 200 with '<html>...' (content type 'text/html')``, as far as it is known."""
+        response = self.response
+        if response is None:
+            return "with no chunk"
+        kind = response.headers.get("content-type")
+        body = _shown(self.start) if self.start else "an empty body"
+        typed = f"content type {_shown(kind)}" if kind else "no content type"
+        return f"HTTP {response.status_code} with {body} ({typed})"
+
+
+class _Malformed(Exception):
+    """A field of a stream chunk holds what the chat-completions API never sends there."""
+
+    def __init__(self, field: str, value: Any, expected: str) -> None:
+        super().__init__(f"{field} is {_brief.repr(value)}, where {expected} belongs")
+
+
+def _take_chunk(chunk: Any, calls: dict[int, _Call]) -> Iterator[str]:
+    """Read one stream chunk: its tool-call pieces go into ``calls`` (by their ``index``); the
+    pieces of the reply's text are yielded. ``_Malformed`` names the first field that holds
+    what the API never sends there. The ``openai`` client builds chunks without checking
+    them, so each field is checked here; the tool-call ``arguments``, which the API sends as
+    JSON text, are taken as an object too, written back as that JSON."""
+    _kind(chunk, "the chunk", "a chat completion chunk (an object)")
+    choices = _field(chunk, "choices", "", (list,), "a list of choices")
+    for number, choice in enumerate(choices or ()):
+        where = f"choices[{number}]"
+        _kind(choice, where, "a choice (an object)")
+        delta = _field(choice, "delta", where, (BaseModel,), "a delta (an object)")
+        if delta is None:
+            continue
+        where += ".delta"
+        content = _field(delta, "content", where, (str,), "text")
+        if content:
+            yield without_lone_surrogates(content)
+        parts = _field(delta, "tool_calls", where, (list,), "a list of tool calls")
+        for count, part in enumerate(parts or ()):
+            _take_part(part, f"{where}.tool_calls[{count}]", calls)
+
+
+def _take_part(part: Any, where: str, calls: dict[int, _Call]) -> None:
+    """One piece of a tool call (``Agent._model_call``): its id, name and arguments."""
+    _kind(part, where, "a tool call (an object)")
+    index = _field(part, "index", where, (int,), "the tool call's number (an integer)")
+    call = calls.setdefault(len(calls) if index is None else index, _Call())
+    call_id = _field(part, "id", where, (str,), "the tool call's id (text)")
+    if call_id:
+        call.call_id = without_lone_surrogates(call_id)
+    function = _field(part, "function", where, (BaseModel,), "a function (an object)")
+    if function is None:
+        return
+    where += ".function"
+    name = _field(function, "name", where, (str,), "the tool's name (text)")
+    if name and not call.name:
+        call.name = without_lone_surrogates(name)
+    arguments = _field(function, "arguments", where, (str, dict), "JSON text")
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    if arguments:
+        call.arguments += _escaped(arguments)
+
+
+def _field(owner: Any, name: str, where: str, kinds: tuple[type, ...], expected: str) -> Any:
+    """``owner.name``, if it is None (or missing) or one of ``kinds`` (never a bool)."""
+    value = getattr(owner, name, None)
+    if value is None or (isinstance(value, kinds) and not isinstance(value, bool)):
+        return value
+    raise _Malformed(f"{where}.{name}" if where else name, value, f"{expected} or null")
+
+
+def _kind(value: Any, where: str, expected: str) -> None:
+    """Check that ``value`` is an object of the API (the client builds one from a JSON object)."""
+    if not isinstance(value, BaseModel):
+        raise _Malformed(where, value, expected)
 
 
 def _max_tokens(decision: Decision) -> int | None:

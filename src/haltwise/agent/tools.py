@@ -15,17 +15,24 @@ file, edit a file by exact string replacement, run a shell command) and runs one
 - work that grows with the workspace (reading, listing, searching) checks the run's deadline
   and ``cancel()`` as it goes, and ends in a tool error that says it was cut off.
 
-Shell commands run with the workspace as their working directory, in their own process group,
-under a per-command timeout, and need approval (or ``--yes``). Only a ``sandbox`` (see
-``sandbox``: bubblewrap) keeps them inside the workspace; without one they can write anywhere the
-user can. Nothing here knows about limits or the governor: the loop reports each call to it.
+Shell commands run with the workspace as their working directory, in a session of their own,
+under a per-command timeout, and need approval (or ``--yes``). Their output is read as it comes
+and only what the model gets is kept (its head and tail), however much they print. A timeout or
+a cancel kills the command's session and descendants, and waits for its output no longer than a
+grace: a process that got out of reach may hold it open. Only a ``sandbox`` (see ``sandbox``:
+bubblewrap) keeps commands inside the workspace, and kills every process they started; without
+one they can write anywhere the user can. Nothing here knows about limits or the governor: the
+loop reports each call to it.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import os
 import reprlib
+import selectors
 import signal
 import stat
 import subprocess
@@ -34,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import IO, Annotated, Any, TextIO
 
 import re2
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -55,6 +62,12 @@ _MAX_SEARCH_BYTES = 2_000_000
 _MAX_EDIT_BYTES = 10_000_000
 #: Characters read at a time by ``read_file``, between two looks at the deadline.
 _CHUNK = 65_536
+#: Bytes of a shell command's output read at a time (a pipe holds 64 KiB).
+_READ_BYTES = 65_536
+#: How long a killed command's output is still read, and its exit waited for, in seconds.
+_KILL_GRACE = 0.5
+#: What a killed command's result says when a process out of reach kept its output open.
+_HELD_OPEN = "a process it started kept its output open and was not waited for"
 
 #: Asked before a shell command runs: True runs it. ``None`` as an approver means "no one to ask".
 Approver = Callable[[str], bool]
@@ -379,6 +392,8 @@ class Toolbox:
         #: When the current call must stop (on ``clock``), if the run has a deadline.
         self._deadline: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        #: The pipe end ``cancel()`` writes to, to end the wait for the running command.
+        self._wake: int | None = None
         self._process_lock = threading.Lock()
         self._cancelled = threading.Event()
         self._tools: dict[str, Callable[..., ToolOutput]] = {
@@ -638,29 +653,55 @@ class Toolbox:
 
     def _run(self, command: str, limit: float, why: str) -> ToolOutput:
         self._cancelled.clear()
-        process = subprocess.Popen(
-            self.sandbox.argv(command),
-            cwd=self.workspace.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        with self._process_lock:
-            self._process = process
+        # cancel() writes to ``wake_write``: the wait below for the command ends at once.
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
         try:
-            output, _ = process.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            output, _ = process.communicate()
-            text = _truncate(output.decode("utf-8", "replace"))
-            return ToolOutput(f"{text}\n[{why}: the command was killed]", True)
+            process = subprocess.Popen(
+                self.sandbox.argv(command),
+                cwd=self.workspace.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(wake_read)
+            os.close(wake_write)
+            raise
+        assert process.stdout is not None
+        output = _Output(process.stdout, wake_read)
+        with self._process_lock:
+            self._process, self._wake = process, wake_write
+        try:
+            deadline = time.monotonic() + limit
+            ended = not self._cancelled.is_set() and output.read_until(deadline)
+            if ended:
+                # The output ended (every process holding it closed it): now the command.
+                try:
+                    process.wait(timeout=max(deadline - time.monotonic(), 0))
+                except subprocess.TimeoutExpired:
+                    ended = False
+            if not ended:
+                _kill(process)
+                # What its processes wrote before they died; a process out of reach (see
+                # ``_kill``) may hold the output open: it is not waited for past the grace.
+                output.drain(_KILL_GRACE)
+                _reap(process)
         finally:
             with self._process_lock:
-                self._process = None
-        text = _truncate(output.decode("utf-8", "replace"))
+                self._process, self._wake = None, None
+            output.close()
+            os.close(wake_read)
+            os.close(wake_write)
+        text = output.text()
+        held = "" if output.ended else f"; {_HELD_OPEN}"
         if self._cancelled.is_set():
-            return ToolOutput(f"{text}\n[the command was stopped: the run was cancelled]", True)
+            return ToolOutput(
+                f"{text}\n[the command was stopped: the run was cancelled{held}]", True
+            )
+        if not ended:
+            return ToolOutput(f"{text}\n[{why}: the command was killed{held}]", True)
         code = process.returncode
         return ToolOutput(
             f"{text}\n[exit code {code}]" if text else f"[exit code {code}]", code != 0, code
@@ -672,8 +713,73 @@ class Toolbox:
         self._cancelled.set()
         with self._process_lock:
             process = self._process
+            if self._wake is not None:
+                with contextlib.suppress(BlockingIOError):  # a wake-up is waiting already
+                    os.write(self._wake, b"\0")
         if process is not None:
             _kill(process)
+
+
+class _Output:
+    """A shell command's output as it comes, read without blocking: what the model gets is
+    kept (``_Clip``: the head and the tail), the rest only counted, so that memory stays
+    bounded however much the command prints. Bytes that are not UTF-8 become U+FFFD, as in
+    ``bytes.decode(errors="replace")`` of the whole output, wherever the reads cut it.
+
+    ``wake`` is watched beside the output: a byte written to its other end (``cancel()``)
+    ends ``read_until`` at once."""
+
+    def __init__(self, pipe: IO[bytes], wake: int) -> None:
+        self.clip = _Clip()
+        #: Whether the output ended: every process holding it closed it.
+        self.ended = False
+        self._pipe = pipe
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        os.set_blocking(pipe.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(pipe, selectors.EVENT_READ)
+        self._selector.register(wake, selectors.EVENT_READ)
+        self._wake = wake
+
+    def read_until(self, deadline: float) -> bool:
+        """Read until the output ends (True), or until ``deadline`` (monotonic) or a wake-up
+        (False)."""
+        while not self.ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in self._selector.select(left):
+                if key.fileobj is not self._pipe:
+                    return False
+                self._read()
+        return True
+
+    def drain(self, grace: float) -> None:
+        """Read what is left for at most ``grace`` seconds, whatever wakes."""
+        if self._wake in self._selector.get_map():
+            self._selector.unregister(self._wake)
+        self.read_until(time.monotonic() + grace)
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self._pipe.fileno(), _READ_BYTES)
+        except BlockingIOError:  # pragma: no cover - the selector said it was ready
+            return
+        if data:
+            self.clip.add(self._decoder.decode(data))
+            return
+        self.ended = True
+        self.clip.add(self._decoder.decode(b"", final=True))
+        self._selector.unregister(self._pipe)
+
+    def text(self) -> str:
+        """The output as the model reads it; an unfinished character at the end of an output
+        that did not end is left out."""
+        return self.clip.text()
+
+    def close(self) -> None:
+        self._selector.close()
+        self._pipe.close()
 
 
 def _text(file: Path) -> str | None:
@@ -706,10 +812,67 @@ def _make_folders(folder: Path) -> None:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Kill the command and everything it started (its own process group)."""
+    """Kill the command and every process of it that can be found: its process group, the rest
+    of its session (a process that moved to a group of its own), and the descendants of any of
+    them (one that left for a session of its own, as ``setsid`` does, while its parent lives).
+
+    One that left both, its parent gone (a double fork into a session of its own), cannot be
+    told from the user's other processes: only a sandbox reaches it (its PID namespace dies
+    with ``bwrap``). Such a process may keep the output open; ``Toolbox._run`` then stops
+    reading after a grace and says so."""
+    if process.returncode is not None:
+        return  # reaped: its process group may be another's now
+    # Looked for before the kill: once a parent dies, its children are the init process's.
+    strays = _processes_of(process.pid)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     except OSError:  # pragma: no cover - a platform without process groups
         process.kill()
+    for pid in strays:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _processes_of(leader: int) -> set[int]:
+    """The processes of the session ``leader`` leads, and all their descendants, as ``/proc``
+    lists them now (none where there is no ``/proc``); ``leader`` itself is left out."""
+    children: dict[int, list[int]] = {}
+    members = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as status:
+                line = status.read()
+        except OSError:  # gone meanwhile
+            continue
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
+        fields = line[line.rfind(b")") + 2 :].split()
+        if len(fields) < 4:
+            continue
+        pid, parent, session = int(name), int(fields[1]), int(fields[3])
+        children.setdefault(parent, []).append(pid)
+        if session == leader:
+            members.append(pid)
+    found: set[int] = set()
+    waiting = [leader, *members]
+    while waiting:
+        pid = waiting.pop()
+        if pid not in found:
+            found.add(pid)
+            waiting.extend(children.get(pid, ()))
+    found.discard(leader)
+    return found
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Wait for the killed command's exit, but never for long: a process that ``SIGKILL``
+    does not end at once (in the kernel, on a frozen filesystem) is left to the system."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_KILL_GRACE)

@@ -7,7 +7,8 @@
   streamed), for the ``anthropic`` client and the Claude Agent SDK's CLI;
   :class:`AnthropicUsage` adds prompt-cache writes to a reply's usage.
 * :func:`reply`, :func:`tool_call`, :func:`error` and :class:`Usage` - build script
-  entries (:class:`Reply`, :class:`ToolCall`, :class:`ErrorReply`).
+  entries (:class:`Reply`, :class:`ToolCall`, :class:`ErrorReply`); :func:`raw` and
+  :func:`raw_stream` send bytes as they are (:class:`RawReply`), as a misbehaving endpoint does.
 * :func:`deep_size` - the bytes an object graph holds, to show state stays bounded.
 * :class:`FakeClock` - a monotonic clock (and ``sleep`` / ``asleep``) that moves only when
   told to.
@@ -25,6 +26,7 @@ Only the standard library is needed to import this package::
         ...
 """
 
+from haltwise.testing._raw import RawReply, raw, raw_stream
 from haltwise.testing._script import (
     ErrorReply,
     FinishReason,
@@ -48,6 +50,7 @@ __all__ = [
     "ErrorReply",
     "FakeClock",
     "FinishReason",
+    "RawReply",
     "Reply",
     "ScriptEntry",
     "ScriptedResponse",
@@ -56,6 +59,8 @@ __all__ = [
     "Usage",
     "deep_size",
     "error",
+    "raw",
+    "raw_stream",
     "reply",
     "tool_call",
 ]

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from haltwise.testing._raw import RawReply
 from haltwise.testing._render import (
     Rendering,
     estimate_tokens,
@@ -352,6 +353,9 @@ class _AnthropicHandler(_Handler):
         request_id = f"req_scripted_{serial}"
         if isinstance(result, ErrorReply):
             self._send_error(result, request_id=request_id)
+            return
+        if isinstance(result, RawReply):
+            self._send_raw(result)
             return
         rendering = owner._render(result, body, serial)
         if body.get("stream") is True:

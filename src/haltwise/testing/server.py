@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from haltwise.testing._raw import RawReply
 from haltwise.testing._render import Rendering, completion_payload, estimate_usage, stream_payloads
 from haltwise.testing._script import (
     ErrorReply,
@@ -53,6 +54,9 @@ class ScriptedServer:
       ``stream_options.include_usage`` is true, as OpenAI does);
     * an :class:`~haltwise.testing.ErrorReply` is sent as an OpenAI-style error body with
       its HTTP status;
+    * a :class:`~haltwise.testing.RawReply` (:func:`~haltwise.testing.raw`,
+      :func:`~haltwise.testing.raw_stream`) is sent byte for byte, as a misbehaving endpoint
+      would;
     * a callable is called with a copy of the parsed request body and its result is sent.
 
     An entry built with ``delay=`` waits that many seconds before answering (``close()``
@@ -80,11 +84,12 @@ class ScriptedServer:
     ) -> None:
         entries = tuple(script)
         for index, entry in enumerate(entries):
-            if not isinstance(entry, str | Reply | ErrorReply) and (
+            if not isinstance(entry, str | Reply | ErrorReply | RawReply) and (
                 isinstance(entry, ScriptedResponse) or not callable(entry)
             ):
                 raise TypeError(
-                    f"script[{index}] must be reply(...), error(...), a str or a callable, "
+                    f"script[{index}] must be reply(...), error(...), raw(...), a str or a "
+                    "callable, "
                     f"got {entry!r}"
                 )
         if repeat_last and not entries:
@@ -414,6 +419,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(result, ErrorReply):
             self._send_error(result, request_id=request_id)
             return
+        if isinstance(result, RawReply):
+            self._send_raw(result)
+            return
         rendering = owner._render(result, body, serial)
         if body.get("stream") is True:
             options = body.get("stream_options")
@@ -449,7 +457,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _resolve(
         self, index: int, entry: ScriptEntry, body: dict[str, Any]
-    ) -> Reply | ErrorReply | None:
+    ) -> Reply | ErrorReply | RawReply | None:
         """Turn a script entry into a reply; answers with a 500 and returns None if it can't."""
         result: object = entry
         if callable(entry) and not isinstance(entry, str | ScriptedResponse):
@@ -466,12 +474,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
         if isinstance(result, str):
             result = reply(result)
-        if not isinstance(result, Reply | ErrorReply):
+        if not isinstance(result, Reply | ErrorReply | RawReply):
             self._send_error(
                 error(
                     500,
                     f"script[{index}] returned {result!r}; expected reply(...), "
-                    "error(...) or a str",
+                    "error(...), raw(...) or a str",
                     code="script_error",
                 )
             )
@@ -499,6 +507,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, err: ErrorReply, *, request_id: str | None = None) -> None:
         self._send_json(err.status, err.body(), headers=err.headers, request_id=request_id)
+
+    def _send_raw(self, result: RawReply) -> None:
+        self.send_response(result.status)
+        self.send_header("Content-Type", result.content_type)
+        self.send_header("Content-Length", str(len(result.body)))
+        self.end_headers()
+        self.wfile.write(result.body)
 
     def _send_stream(self, rendering: Rendering, *, include_usage: bool, request_id: str) -> None:
         self.send_response(200)
