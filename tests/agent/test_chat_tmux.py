@@ -3,7 +3,9 @@
 The widget (``Turns: 3/25``), an approval, ``/turn-limit abc`` refused, ``/turn-limit 2`` then the
 dialog at the third turn, ``continue`` showing the reset count, ``unlimited`` shown as ``∞``,
 Ctrl-C stopping a run and a second Ctrl-C leaving; then ``--resume`` keeping the counts; SIGTERM
-and a closed terminal cancelling a run with its checkpoint kept.
+and a closed terminal cancelling a run with its checkpoint kept, also while a question waits;
+escape sequences from the model and its tools shown, not obeyed (a command to approve cannot be
+disguised); amounts to extend by that a limit cannot take asked again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,10 @@ class Terminal:
     def type(self, line: str) -> None:
         self._tmux("send-keys", "-t", "chat", "-l", line)
         self._tmux("send-keys", "-t", "chat", "Enter")
+
+    def title(self) -> str:
+        """The window title (programs set it with an escape sequence)."""
+        return self._tmux("display-message", "-p", "-t", "chat", "#{pane_title}").strip()
 
     def screen(self) -> str:
         return self._tmux("capture-pane", "-p", "-J", "-t", "chat", "-S", "-200")
@@ -281,3 +288,155 @@ def test_sigterm_or_a_closed_terminal_cancels_the_run_and_keeps_its_checkpoint(
     assert (record.status, record.reason) == ("cancelled", "cancelled")
     assert record.outcome is not None and reason in record.outcome["message"]
     assert record.checkpoint is not None and record.checkpoint["run"]["model_calls"] == 2
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)
+
+
+def _shown_times(terminal: Terminal, text: str, times: int) -> bool:
+    return terminal.screen().count(text) == times
+
+
+def _last_run(store_path: Path) -> tuple[str | None, str | None, str]:
+    """The latest run's status, reason and outcome message."""
+    with Store(store_path) as store:
+        record = store.load_run(store.recent_runs()[0][0])
+    message = "" if record.outcome is None else str(record.outcome["message"])
+    return record.status, record.reason, message
+
+
+#: What a run cancelled by a closing terminal says.
+_CLOSED = ("the terminal hung up (SIGHUP)", "the chat could not ask (OSError: [Errno 5]")
+
+
+@pytest.mark.parametrize(
+    ("question", "how", "reason", "code"),
+    [
+        ("limit", "SIGTERM", ("terminated (SIGTERM)",), 143),
+        ("approve", "SIGTERM", ("terminated (SIGTERM)",), 143),
+        ("limit", "SIGHUP", ("the terminal hung up (SIGHUP)",), 129),
+        ("approve", "SIGHUP", ("the terminal hung up (SIGHUP)",), 129),
+        # The terminal closed: its SIGHUP, or the EIO of its end that may come first.
+        ("approve", "close the terminal", _CLOSED, None),
+        ("limit", "close the terminal", _CLOSED, None),
+    ],
+)
+def test_a_signal_while_a_question_waits_cancels_the_run_and_ends_the_chat(
+    workspace: Path,
+    store_path: Path,
+    terminals: list[Terminal],
+    question: str,
+    how: str,
+    reason: tuple[str, ...],
+    code: int | None,
+) -> None:
+    more: tuple[str, ...] = ()
+    if question == "limit":
+        script = [reply("Step.", tool_calls=[tool_call("list_dir")]), reply("never")]
+        more, asked = ("--max-turns", "1"), "continue / extend N / wrap up / abort"
+    else:
+        script = [reply("Run.", tool_calls=[tool_call("run_command", {"command": "true"})])]
+        asked = "run it? [y]es / [n]o / [a]lways"
+    with ScriptedServer(script, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path, *more))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/", where="bottom")
+        terminal.type("Go.")
+        terminal.wait_for(asked)
+        pid = _chat_pid(terminal)
+        if how == "close the terminal":
+            terminal.close()
+            _gone(pid)
+        else:
+            os.kill(pid, signal.Signals[how])
+            terminal.wait_for(f"The run was cancelled: {reason[0]}.")
+            terminal.wait_for(f"CHAT-EXITED {code}")
+        assert len(server.requests) == 1
+    status, stopped, message = _last_run(store_path)
+    assert (status, stopped) == ("cancelled", "cancelled")
+    assert any(said in message for said in reason), message
+
+
+def test_escape_sequences_from_the_model_and_its_tools_are_shown_not_obeyed(
+    workspace: Path, store_path: Path, terminals: list[Terminal]
+) -> None:
+    esc = "\x1b"
+    up_and_erase = f"{esc}[1A{esc}[2K{esc}[1A{esc}[2K{esc}[1G"
+    disguise = f'{esc}[33m  ⚙ run_command(command="ls"){esc}[0m\n⏸  the agent wants to run: ls'
+    script: list[ScriptEntry] = [
+        reply(f"hello {esc}]0;PWNED-BY-MODEL{esc}\\ {esc}[2J{esc}[Hafter-clear"),
+        reply(
+            "Listing.",
+            tool_calls=[
+                tool_call("run_command", {"command": f"touch PWNED # {up_and_erase}{disguise}"})
+            ],
+        ),
+        reply("Refused, then.", tool_calls=[tool_call("run_command", {"command": "ls \u202e"})]),
+        reply(
+            "Printing.",
+            tool_calls=[
+                tool_call("run_command", {"command": "printf '\\033]0;PWNED-BY-TOOL\\007 out'"})
+            ],
+        ),
+        reply("Done."),
+    ]
+    with ScriptedServer(script, model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/25", where="bottom")
+        title = terminal.title()
+
+        terminal.type("Say hello.")
+        terminal.wait_for("hello \\x1b]0;PWNED-BY-MODEL\\x1b\\ \\x1b[2J\\x1b[Hafter-clear")
+        terminal.wait_for("Turns: 1/25", where="bottom")
+        assert "haltwise chat · " in terminal.screen()  # the screen was not cleared
+
+        terminal.type("List the files.")
+        shown = terminal.wait_for("run it? [y]es / [n]o / [a]lways")
+        assert (
+            "⏸  the agent wants to run: touch PWNED # \\x1b[1A\\x1b[2K\\x1b[1A\\x1b[2K\\x1b[1G"
+            in shown
+        )
+        assert "(it holds characters a terminal acts on or hides" in shown
+        terminal.type("n")
+        terminal.wait_for("⏸  the agent wants to run: ls \\u202e")
+        terminal.type("n")
+        terminal.wait_for("the agent wants to run: printf '\\033]0;PWNED-BY-TOOL\\007 out'")
+        terminal.type("y")
+        terminal.wait_for("✓ \\x1b]0;PWNED-BY-TOOL\\x07 out")
+        terminal.wait_for("Done.")
+        assert terminal.title() == title
+        assert not (workspace / "PWNED").exists()
+        terminal.type("/exit")
+        terminal.wait_for("CHAT-EXITED 0")
+
+
+def test_an_extension_the_limit_cannot_take_is_asked_again(
+    workspace: Path, store_path: Path, terminals: list[Terminal]
+) -> None:
+    steps = [reply("Step.", tool_calls=[tool_call("list_dir")]) for _ in range(2)]
+    with ScriptedServer([*steps, reply("Done stepping.")], model=MODEL) as server:
+        terminal = Terminal(*chat(server, workspace, store_path, "--max-turns", "1"))
+        terminals.append(terminal)
+        terminal.wait_for("Turns: 0/1", where="bottom")
+        terminal.type("Go.")
+        terminal.wait_for("continue / extend N / wrap up / abort")
+        for asked, typed in enumerate(("e 1.0e400", "+1.0e999", "e 0.5", "e nan", "e 0", "e -3")):
+            terminal.type(typed)
+            _wait_until(partial(_shown_times, terminal, "Please answer", asked + 1))
+        screen = terminal.screen()
+        assert (
+            screen.count("Please answer c, e N (e.g. e 10), w or a. (N: a whole number from 1)")
+            == 6
+        )
+        terminal.type("e 2")
+        terminal.wait_for("Done stepping.")
+        terminal.wait_for("Turns: 3/3", where="bottom")
+        assert "1.5" not in terminal.screen()
+        terminal.type("/exit")
+        terminal.wait_for("CHAT-EXITED 0")
+    assert _last_run(store_path)[:2] == ("completed", "completed")

@@ -39,14 +39,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import parse_turn_limit
-from ..drivers.prompters import parse_answer
+from ..drivers.prompters import extension_forms, parse_answer
 from ..engine.decisions import Answer, Ask
 from ..engine.errors import ConfigurationError
 from ..engine.outcome import Usage
 from .headless import STOP_SIGNALS, taking_over
 from .loop import AgentError, AgentStatus, Fanout, Listener
 from .options import Setup, build_agent
-from .render import MARK, TerminalView, sandbox_line
+from .render import MARK, TerminalView, printable, sandbox_line
 
 __all__ = ["ChatApp", "main"]
 
@@ -84,6 +84,15 @@ class _Question:
     ask: Ask | None = None
     command: str = ""
     answers: queue.Queue[tuple[str, Any]] = field(default_factory=queue.Queue)
+    #: Whether ``answer`` was called: the run's thread reads one answer.
+    answered: bool = False
+
+    def answer(self, kind: str, value: Any = None) -> None:
+        """``kind``: ``answer`` (with ``value``), ``none`` (no answer) or ``cancel``. Only the
+        first answer counts: whichever way the asking ends, it answers once."""
+        if not self.answered:
+            self.answered = True
+            self.answers.put((kind, value))
 
 
 class ChatApp(Listener):
@@ -159,6 +168,11 @@ class ChatApp(Listener):
                     break
                 self._armed = False
                 self._submit(text)
+        except Exception as error:  # maybe a signal, hidden by the closed terminal's EIO
+            ended = _signal_behind(error)
+            if ended is None:
+                raise
+            self._signal = ended.signum
         except _Ended as ended:  # at the prompt: no run to stop
             self._signal = ended.signum
 
@@ -211,6 +225,11 @@ class ChatApp(Listener):
             target=self._work, args=(prompt,), name="haltwise-agent", daemon=True
         )
         cancelled = False
+        #: The question being asked, if any: however the asking ends, it is answered, or the
+        #: run's thread would wait for the answer forever.
+        question: _Question | None = None
+        #: What broke the asking: raised once the run ended.
+        failure: Exception | None = None
         with _no_echo(self._owns_terminal), self._live_widget():
             worker.start()
             # The worker puts None here when the run is over. (Not Thread.join: a Ctrl-C that
@@ -223,38 +242,70 @@ class ChatApp(Listener):
                         continue
                     if question is None:
                         break
-                    self._put(question)
-                except _Ended as ended:
-                    # SIGTERM or SIGHUP (the terminal closed): the run is cancelled and
-                    # checkpointed, then the chat ends; a second one stops waiting.
-                    self._exit = True
-                    if self._signal is not None:
-                        break
-                    self._signal = ended.signum
-                    if not cancelled:
-                        cancelled = True
-                        agent.cancel(STOP_SIGNALS[signal.Signals(ended.signum).name])
-                except KeyboardInterrupt:
                     if cancelled:
-                        self._exit = True  # a Ctrl-C while the cancel goes on: give up waiting
-                        break
-                    cancelled = True
-                    self._armed = True
-                    agent.cancel("interrupted (Ctrl-C)")
-                    self.console.print(
-                        Text("cancelling… (Ctrl-C again at the prompt exits)", style="magenta")
-                    )
+                        # The run is being cancelled: no one is asked (after SIGHUP no one can
+                        # be); a command is refused, a limit stops it.
+                        question.answer("cancel")
+                        continue
+                    self._put(question)
+                except BaseException as leaving:
+                    # Each way out cancels the run first, then answers the question it waits on
+                    # (if any), so that the run sees the cancel when the answer comes.
+                    ended = _signal_behind(leaving)
+                    if ended is not None:
+                        # SIGTERM or SIGHUP (the terminal closed): the run is cancelled and
+                        # checkpointed, then the chat ends; a second one (a closing terminal
+                        # may send two) stops waiting, the run recorded as cancelled at once.
+                        self._exit = True
+                        second = self._signal is not None
+                        self._signal = self._signal or ended.signum
+                        if not cancelled:
+                            cancelled = True
+                            agent.cancel(STOP_SIGNALS[signal.Signals(ended.signum).name])
+                        _refuse(question)
+                        if second:
+                            agent.abandon()
+                            break
+                    elif isinstance(leaving, KeyboardInterrupt):
+                        if cancelled:
+                            # A Ctrl-C while the cancel goes on: give up waiting, the run
+                            # recorded as cancelled at once.
+                            self._exit = True
+                            _refuse(question)
+                            agent.abandon()
+                            break
+                        cancelled = True
+                        self._armed = True
+                        agent.cancel("interrupted (Ctrl-C)")
+                        _refuse(question)
+                        self.console.print(
+                            Text("cancelling… (Ctrl-C again at the prompt exits)", style="magenta")
+                        )
+                    elif isinstance(leaving, Exception):
+                        # Asking failed (the terminal gone, EIO, before its SIGHUP came; or a
+                        # bug): no answer can come. The run ends cancelled and stored, then the
+                        # chat ends, with the signal if one comes, else with the error.
+                        self._exit = True
+                        failure = failure or leaving
+                        if not cancelled:
+                            cancelled = True
+                            said = f"{type(leaving).__name__}: {leaving}"
+                            agent.cancel(f"the chat could not ask ({said})")
+                        _refuse(question)
+                    else:
+                        raise
+        if failure is not None and self._signal is None:
+            raise failure
 
     def _work(self, prompt: str) -> None:
         assert self.setup is not None
         try:
             self.setup.agent.send(prompt)
-        except (AgentError, ConfigurationError) as error:
-            self.console.print(Text(f"✗ {error}", style="bold red"))
+        except (AgentError, ConfigurationError) as error:  # may quote the endpoint's reply
+            self.console.print(Text(f"✗ {printable(str(error))}", style="bold red"))
         except Exception as error:  # a bug: say so, and keep the chat alive
-            self.console.print(
-                Text(f"✗ the agent failed: {type(error).__name__}: {error}", style="bold red")
-            )
+            said = printable(f"{type(error).__name__}: {error}")
+            self.console.print(Text(f"✗ the agent failed: {said}", style="bold red"))
         finally:
             self._questions.put(None)
 
@@ -268,12 +319,14 @@ class ChatApp(Listener):
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        with live:
-            self._live = live
-            try:
-                yield
-            finally:
-                self._live = None
+        live.start(refresh=True)
+        self._live = live
+        try:
+            yield
+        finally:
+            self._live = None
+            with contextlib.suppress(OSError):  # the terminal is gone (closed: EIO)
+                live.stop()
 
     # ----------------------------------------------------------------------------------------
     # Questions from the run's thread, asked on this one
@@ -293,37 +346,45 @@ class ChatApp(Listener):
         return question.answers.get()
 
     def _put(self, question: _Question) -> None:
-        """Ask on the terminal (the live line paused); Ctrl-C cancels the run."""
+        """Ask on the terminal (the live line paused). Ctrl-C, SIGTERM and SIGHUP leave it
+        unanswered: ``run_prompt`` cancels the run, then refuses the question."""
         assert self.session is not None
         live = self._live
         if live is not None:
             live.stop()
         try:
             if question.kind == "approve":
-                self.console.print(
-                    Text(f"⏸  the agent wants to run: {question.command}", style="bold yellow")
-                )
+                self._show_command(question.command)
             while True:
                 try:
                     text = self.session.prompt(
                         APPROVAL_PROMPT if question.kind == "approve" else DIALOG_PROMPT
                     )
                 except EOFError:
-                    question.answers.put(("none", None))
+                    question.answer("none")
                     return
-                except KeyboardInterrupt:
-                    # Cancel first, so that the run's thread sees it when the answer comes.
-                    assert self.setup is not None
-                    self.setup.agent.cancel("interrupted (Ctrl-C)")
-                    question.answers.put(("cancel", None))
-                    raise
                 answer = self._parse(question, text)
                 if answer is not None:
-                    question.answers.put(("answer", answer))
+                    question.answer("answer", answer)
                     return
         finally:
             if live is not None:
                 live.start()
+
+    def _show_command(self, command: str) -> None:
+        """The command to approve, exactly: what a terminal would act on or not show (an escape
+        sequence that moves the cursor up and erases, a bidi override, a newline pushing the
+        start out of sight) is written out, and said to be."""
+        shown = printable(command, exact=True)
+        self.console.print(Text(f"⏸  the agent wants to run: {shown}", style="bold yellow"))
+        if shown != command:
+            self.console.print(
+                Text(
+                    "   (it holds characters a terminal acts on or hides: shown as \\x1b, "
+                    "\\n, \\u202e, … escapes)",
+                    style="yellow",
+                )
+            )
 
     def _parse(self, question: _Question, text: str) -> Any:
         """The answer in ``text``, or None (after saying what is expected)."""
@@ -337,9 +398,12 @@ class ChatApp(Listener):
             self.console.print(Text("Please answer y (yes), n (no) or a (always).", style="red"))
             return None
         assert question.ask is not None
-        answer = parse_answer(word)
+        answer = parse_answer(word, question.ask)
         if answer is None or answer.choice not in question.ask.choices:
-            self.console.print(Text("Please answer c, e N (e.g. e 10), w or a.", style="red"))
+            forms = extension_forms(question.ask.reason)
+            self.console.print(
+                Text(f"Please answer c, e N (e.g. e 10), w or a. (N: {forms})", style="red")
+            )
             return None
         return answer
 
@@ -409,7 +473,7 @@ class ChatApp(Listener):
             shown = status or "unfinished"
             if reason and reason not in ("completed", status):
                 shown += f" ({reason})"
-            self.console.print(Text(f"{run_id}  {shown:<28} {prompt[:60]}"))
+            self.console.print(Text(f"{run_id}  {shown:<28} {printable(prompt[:60], exact=True)}"))
 
     # ----------------------------------------------------------------------------------------
     # The widget
@@ -471,6 +535,27 @@ def _end(signum: int, frame: object) -> None:
     raise _Ended(signum)
 
 
+def _signal_behind(error: BaseException) -> _Ended | None:
+    """The SIGTERM or SIGHUP that ``error`` is, or came while handling: when the terminal
+    closes, the signal may arrive while the prompt tidies up, and the tidying's writes then
+    fail (EIO), their error replacing the signal's."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, _Ended):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    return None
+
+
+def _refuse(question: _Question | None) -> None:
+    """After the run was told to cancel: answer the question it waits on (if any), so that it
+    sees the cancel when the answer comes."""
+    if question is not None:
+        question.answer("cancel")
+
+
 @contextlib.contextmanager
 def _no_echo(enabled: bool) -> Iterator[None]:
     """While a run goes on, keys typed do not echo over its output (they wait for the prompt)."""
@@ -490,4 +575,5 @@ def _no_echo(enabled: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        termios.tcsetattr(descriptor, termios.TCSANOW, saved)
+        with contextlib.suppress(termios.error):  # the terminal is gone: nothing to restore
+            termios.tcsetattr(descriptor, termios.TCSANOW, saved)

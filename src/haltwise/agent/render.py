@@ -3,11 +3,19 @@
 Used by the chat (above its prompt), by the demo, and by ``haltwise run`` (on stderr, so that
 stdout keeps only the answer). Model text is printed line by line as it streams: a partial line
 would collide with the chat's prompt, which is redrawn below the output.
+
+Whatever came from outside (the model's text, a tool call's name and arguments, a tool's output,
+an endpoint's error) passes through ``printable`` before it is printed: a terminal obeys the
+escape sequences in what it is sent (clear the screen, move the cursor up, set the window
+title), so text a model wrote could otherwise rewrite what the person reads, and disguise the
+command they are asked to approve.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -24,7 +32,7 @@ if TYPE_CHECKING:
 
     from .sandbox import Sandbox
 
-__all__ = ["MARK", "TerminalView", "describe_outcome", "sandbox_line", "short"]
+__all__ = ["MARK", "TerminalView", "describe_outcome", "printable", "sandbox_line", "short"]
 
 _STATUS_STYLE = {
     Status.COMPLETED: "bold green",
@@ -37,6 +45,43 @@ _STATUS_STYLE = {
 #: The prompt's mark (a single right-pointing angle quotation mark).
 MARK = "\u203a"
 CHOICES_LINE = "[c]ontinue  ·  [e]xtend N  ·  [w]rap up  ·  [a]bort"
+
+
+#: What a terminal acts on instead of showing: the C0 controls but newline and tab (ESC starts
+#: every escape sequence), DEL, and the C1 controls (U+009B is an ESC [ of its own).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Where text must read exactly as it is (a command to approve), also newline and tab, and what
+#: shows as nothing or moves other text: format characters (bidi overrides and isolates,
+#: zero-width characters, tag characters) and the line and paragraph separators.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def printable(text: str, *, exact: bool = False) -> str:
+    """``text`` safe to print: each control character written out as an escape (``\\x1b``,
+    ``\\r``, ``\\x9b``), so that it shows instead of acting; newlines and tabs kept. With
+    ``exact``, newlines, tabs and the invisible format characters (``\\u202e``) are written out
+    too: the text shows on one line, every character of it visible."""
+    text = without_lone_surrogates(text)
+    if exact:
+        if text.isprintable():  # the common case, checked at C speed
+            return text
+        return "".join(
+            _escape(char) if unicodedata.category(char) in _HIDDEN else char for char in text
+        )
+    if _CONTROLS.search(text) is None:
+        return text
+    return _CONTROLS.sub(lambda match: _escape(match.group()), text)
+
+
+def _escape(char: str) -> str:
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def short(text: str, limit: int = 100) -> str:
@@ -55,14 +100,16 @@ def sandbox_line(sandbox: Sandbox) -> Text:
 def _arguments(raw: str) -> str:
     """A tool call's arguments on one line: ``name=value, ...``, decoded as the tool decodes
     them; what the tool cannot decode (not JSON, nested too deeply, not an object) as it came.
-    A value may hold a lone surrogate (JSON's ``"\\ud800"``), which no terminal can print."""
+    A value may hold a lone surrogate (JSON's ``"\\ud800"``), which no terminal can print, or
+    an escape sequence (JSON's ``"\\u001b"``): both are written out (``printable``)."""
     try:
         arguments = _decode(raw)
         # Encoding a value again may recurse deeper than decoding it did.
         shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
     except (ToolError, RecursionError):
         shown = raw
-    return short(without_lone_surrogates(shown), 90)
+    # Cut before writing out: a write_file call's arguments may be megabytes long.
+    return short(printable(short(shown, 90), exact=True), 90)
 
 
 class TerminalView(Listener):
@@ -107,7 +154,8 @@ class TerminalView(Listener):
 
     def _print_text(self, line: str) -> None:
         style = "italic" if self._synthesizing else ""
-        self.console.print(Text(line, style=style), soft_wrap=True)
+        # A line that ended in CRLF keeps its CR here: that one is a line break, not text.
+        self.console.print(Text(printable(line.removesuffix("\r")), style=style), soft_wrap=True)
 
     # The rest.
 
@@ -122,7 +170,7 @@ class TerminalView(Listener):
 
     def tool_started(self, name: str, arguments: str, call_id: str) -> None:
         line = Text("  ⚙ ", style="blue")
-        line.append(name, style="bold blue")
+        line.append(printable(name, exact=True), style="bold blue")
         line.append(f"({_arguments(arguments)})", style="blue")
         self.console.print(line, soft_wrap=True)
 
@@ -130,7 +178,7 @@ class TerminalView(Listener):
         if call_id in self._refused:
             self._refused.discard(call_id)
             return
-        first = short(_gist(output) or "(no output)", 110)
+        first = printable(short(_gist(output) or "(no output)", 110))
         if output.is_error:
             self.console.print(Text(f"    ✗ {first}", style="red"), soft_wrap=True)
         else:
@@ -140,20 +188,29 @@ class TerminalView(Listener):
 
     def blocked(self, name: str, reason: str, call_id: str = "") -> None:
         self._refused.add(call_id)
-        self.console.print(Text(f"    ⛔ haltwise refused {name}: {reason}", style="bold red"))
+        self.console.print(
+            Text(
+                f"    ⛔ haltwise refused {printable(name, exact=True)}: {printable(reason)}",
+                style="bold red",
+            )
+        )
 
     def note(self, text: str) -> None:
-        self.console.print(Text(f"  ⚠ haltwise → model: {text}", style="bold yellow"))
+        self.console.print(Text(f"  ⚠ haltwise → model: {printable(text)}", style="bold yellow"))
 
     def warning(self, text: str) -> None:
-        self.console.print(Text(f"  ⚠ {text}", style="yellow"), soft_wrap=True)
+        self.console.print(Text(f"  ⚠ {printable(text)}", style="yellow"), soft_wrap=True)
 
     def injected(self, text: str) -> None:
-        self.console.print(Text(f"  ↳ you, mid-run (no count reset): {short(text)}", style="cyan"))
+        self.console.print(
+            Text(f"  ↳ you, mid-run (no count reset): {printable(short(text))}", style="cyan")
+        )
 
     def asking(self, ask: Ask) -> None:
         title = ask.reason.replace("_", " ").capitalize()
-        self.console.print(Text(f"⏸  {title} reached — {ask.question}", style="bold yellow"))
+        self.console.print(
+            Text(f"⏸  {title} reached — {printable(ask.question)}", style="bold yellow")
+        )
         self.console.print(Text(f"   {CHOICES_LINE}", style="yellow"))
 
     def synthesizing(self, reason: str) -> None:
@@ -193,7 +250,7 @@ def describe_outcome(
     head.append(f"  run {outcome.run_id}", style="dim")
     lines: list[Any] = [head]
     if outcome.status is not Status.COMPLETED:
-        lines.append(Text(f"  {outcome.message}"))
+        lines.append(Text(f"  {printable(outcome.message)}"))
     cost = "unknown" if usage.cost is None else f"${usage.cost:.4f}"
     lines.append(
         Text(
@@ -206,7 +263,7 @@ def describe_outcome(
     for suggestion in outcome.suggestions:
         if suggestion.startswith("Resume from checkpoint"):
             continue
-        lines.append(Text(f"  → {suggestion}", style="dim"))
+        lines.append(Text(f"  → {printable(suggestion)}", style="dim"))
     if outcome.checkpoint is not None and resume_hint is not None:
         lines.append(Text(f"  → {resume_hint(outcome.run_id)}", style="dim"))
     return lines
