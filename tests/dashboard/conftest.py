@@ -14,11 +14,14 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from haltwise.engine.ledger import MemoryLedger, RunInfo
 
 pytest.importorskip("starlette", reason="the dashboard's extra is not installed")
 
@@ -100,3 +103,49 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     }
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
     return env
+
+
+class ServedApp:
+    """An app (``create_app`` over a ledger of the test's own) served by uvicorn on a free
+    loopback port, on a thread of this process, until ``stop``: for a ledger the test steers
+    (one that hangs), which a ``haltwise dashboard`` process could not be given. Close the
+    pages first: their event streams end with them."""
+
+    def __init__(self, app: Any) -> None:
+        import socket
+
+        import uvicorn
+
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        #: The server's root.
+        self.base = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.listener]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.server.started, "uvicorn did not start in 10 s"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+class Stuck(MemoryLedger):
+    """A memory ledger whose reads of the live runs hang while ``hang`` is clear, as a SQLite
+    file locked by another process, or a Redis server that does not answer, would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = threading.Event()
+        self.hang.set()
+
+    def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
+        self.hang.wait()
+        return super().runs(live=live, limit=limit)

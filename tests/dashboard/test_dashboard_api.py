@@ -13,17 +13,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from starlette.testclient import TestClient
 
 from haltwise.cli import dashboard as command
+from haltwise.dashboard import watch
 from haltwise.dashboard.app import STATIC, TOKEN_HEADER, create_app
 from haltwise.engine.errors import ConfigurationError, LedgerError
-from haltwise.engine.ledger import MemoryLedger, RunInfo
+from haltwise.engine.ledger import MemoryLedger, Pending, RunInfo
+from haltwise.ledgers.sqlite import SqliteLedger
 
-from .conftest import DashboardProcess, clean_env
+from .conftest import DashboardProcess, Stuck, clean_env
 
 TOKEN = "a-token-for-these-tests-only"
 CHOICES = ("continue", "extend", "wrap_up", "abort")
@@ -295,3 +298,252 @@ def test_a_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     with pytest.raises(ConfigurationError, match=r'pip install "haltwise\[dashboard\]"'):
         command.run(parse("--ledger", "memory:"))
+
+
+# --- what the dashboard shows of the ledger, on a real SQLite file ----------------------------
+
+
+def sqlite_client(path: Path) -> tuple[SqliteLedger, TestClient]:
+    """A dashboard over the SQLite ledger in ``path`` (its own ledger object, as the command
+    opens one), once it has read the ledger."""
+    watched = SqliteLedger(path)
+    client = TestClient(create_app(watched, token=TOKEN, interval=0.05))
+    client.__enter__()
+    wait_for(lambda: state_of(client).get("ok"))
+    return watched, client
+
+
+def state_of(client: TestClient) -> dict[str, Any]:
+    shown: dict[str, Any] = (
+        client.get("/api/state", headers={TOKEN_HEADER: TOKEN}).json().get("state", {})
+    )
+    return shown
+
+
+def test_a_run_that_ended_after_fifty_newer_ones_is_recently_finished_with_its_page(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    started = time.time() - 3600
+    ledger.register(RunInfo("long", started=started))
+    for number in range(60):
+        ledger.register(RunInfo(f"short-{number:02d}", started=started + 600 + number))
+        ledger.finish(f"short-{number:02d}", {"status": "completed", "reason": "completed"})
+    watched, client = sqlite_client(path)
+    headers = {TOKEN_HEADER: TOKEN}
+    try:
+        ledger.finish("long", {"status": "abandoned", "reason": "cost_limit", "message": "$40"})
+        recent = wait_for(
+            lambda: (
+                (ids := [run["run_id"] for run in state_of(client)["recent"]])[0] == "long" and ids
+            )
+        )
+        assert recent[:3] == ["long", "short-59", "short-58"]
+        assert len(recent) == 50
+        page = client.get("/api/runs/long", headers=headers)
+        assert page.status_code == 200, page.text
+        assert page.json()["run"]["outcome"]["reason"] == "cost_limit"
+        # A run that ended before the fifty shown has its page too, from the ledger's record.
+        older = client.get("/api/runs/short-00", headers=headers)
+        assert older.status_code == 200, older.text
+        assert (older.json()["run"]["status"], older.json()["pending"]) == ("completed", None)
+        missing = client.get("/api/runs/short", headers=headers)
+        assert missing.status_code == 404
+        assert "not in the ledger" in missing.json()["error"]
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+def test_an_id_with_slashes_is_opened_answered_and_stopped_whole(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    for run_id in ("team-a/job-42", "team-a/job-42/stop", "job"):
+        ledger.register(RunInfo(run_id, keys=("k",)))
+        ledger.ask(run_id, f"Go on with {run_id}?", CHOICES)
+    watched, client = sqlite_client(path)
+    headers = {TOKEN_HEADER: TOKEN}
+    try:
+        for run_id in ("team-a/job-42", "team-a/job-42/stop"):
+            encoded = quote(run_id, safe="")
+            assert client.get(f"/runs/{encoded}").status_code == 200  # the page
+            detail = client.get(f"/api/runs/{encoded}", headers=headers)
+            assert detail.status_code == 200, detail.text
+            assert detail.json()["run"]["run_id"] == run_id
+            assert detail.json()["pending"]["question"] == f"Go on with {run_id}?"
+            answered = client.post(
+                f"/api/runs/{encoded}/answer", json={"choice": "continue"}, headers=headers
+            )
+            assert answered.json() == {"run_id": run_id, "answer": "continue", "amount": None}
+            assert ledger.pending(run_id)[0].answer == "continue"
+            stopped = client.post(f"/api/runs/{encoded}/stop", headers=headers)
+            assert stopped.json() == {"told": [run_id]}
+            assert ledger.killed(run_id) == "stopped from the dashboard"
+        # An action's path with another method is still no run's page.
+        for method in ("GET", "PUT"):
+            assert client.request(method, "/api/runs/job/stop", headers=headers).status_code == 405
+        assert ledger.killed("job") is None
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+def test_every_ledger_error_is_a_conflict_saying_why() -> None:
+    broken = Broken()
+    broken.register(RunInfo("r1", keys=("team-a",)))
+    broken.ask("r1", "Go on?", CHOICES)
+    with TestClient(create_app(broken, token=TOKEN, interval=0.05)) as client:
+        headers = {TOKEN_HEADER: TOKEN}
+        wait_for(lambda: state_of(client).get("ok"))
+        broken.down = True
+        calls = [
+            client.get("/api/runs/elsewhere", headers=headers),  # not in the snapshot
+            client.post("/api/runs/r1/answer", json={"choice": "continue"}, headers=headers),
+            client.post("/api/runs/r1/stop", headers=headers),
+            client.post("/api/stop", json={"key": "team-a"}, headers=headers),
+        ]
+        for call in calls:
+            assert call.status_code == 409, call.text
+            assert call.json()["error"] == "the ledger redis://fleet:6379/0 failed: timeout"
+
+
+def test_a_deleted_sqlite_ledger_is_unreachable_and_the_new_file_is_shown(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fleet.db"
+    with SqliteLedger(path) as before:
+        before.register(RunInfo("old-run"))
+    watched, client = sqlite_client(path)
+    headers = {TOKEN_HEADER: TOKEN}
+    try:
+        assert [run["run_id"] for run in state_of(client)["live"]] == ["old-run"]
+        for leftover in tmp_path.iterdir():
+            leftover.unlink()
+        down = wait_for(lambda: (s := state_of(client))["ok"] is False and s)
+        assert f"the SQLite ledger {str(path)!r} was deleted" in down["error"]
+        with SqliteLedger(path) as after:  # the fleet goes on in a new file
+            after.register(RunInfo("new-run"))
+        back = wait_for(lambda: (s := state_of(client))["ok"] and s)
+        assert [run["run_id"] for run in back["live"]] == ["new-run"]
+        stopped = client.post("/api/runs/new-run/stop", headers=headers)
+        assert stopped.json() == {"told": ["new-run"]}
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+
+
+def test_the_page_is_told_when_the_ledger_last_answered(tmp_path: Path) -> None:
+    stuck = Stuck()
+    stuck.register(RunInfo("r1"))
+    with TestClient(create_app(stuck, token=TOKEN, interval=0.05)) as client:
+        headers = {TOKEN_HEADER: TOKEN}
+        first = wait_for(
+            lambda: (
+                (news := client.get("/api/state", headers=headers).json())
+                .get("state", {})
+                .get("ok")
+                and news
+            )
+        )
+        assert first["interval"] == 0.05
+        # Nothing changes, but the ledger answers: when it did keeps up with the time.
+        time.sleep(0.5)
+        again = client.get("/api/state", headers=headers).json()
+        assert again["state"] == first["state"]
+        assert again["read_at"] > first["read_at"] + 0.3
+        assert again["now"] - again["read_at"] < 0.3
+        # A read that hangs (a ledger locked elsewhere): the time goes on, the answer does not.
+        stuck.hang.clear()
+        time.sleep(0.5)
+        hung = client.get("/api/state", headers=headers).json()
+        time.sleep(0.5)
+        later = client.get("/api/state", headers=headers).json()
+        assert later["read_at"] == hung["read_at"]
+        assert later["now"] - later["read_at"] > 0.9
+        assert later["state"]["ok"]  # it has not failed: it is stale, and the page says so
+        stuck.hang.set()
+        wait_for(lambda: client.get("/api/state", headers=headers).json()["read_at"] > later["now"])
+
+
+def test_a_gone_run_shows_gone_last_and_a_stop_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    then = time.time() - 120
+    with SqliteLedger(path, clock=lambda: then) as before:
+        before.register(RunInfo("dead", started=then))
+        before.ask("dead", "Go on?", CHOICES)
+        before.heartbeat("dead", {"turns": 2}, "waiting")  # then its process was killed
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("alive", started=then - 10))
+    watched, client = sqlite_client(path)
+    try:
+        shown = state_of(client)
+        assert [(run["run_id"], run["status"], run["gone"]) for run in shown["live"]] == [
+            ("alive", "running", False),
+            ("dead", "gone", True),
+        ]
+        assert shown["pending"] == []
+        refused = client.post("/api/runs/dead/stop", headers={TOKEN_HEADER: TOKEN})
+        assert refused.status_code == 409
+        assert re.fullmatch(
+            r"run 'dead' is gone: it has not been heard from for 12\ds \(more than 60s\), so "
+            r"its process is not running to hear a stop",
+            refused.json()["error"],
+        )
+        assert ledger.killed("dead") is None
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+def test_live_runs_past_the_cap_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "MAX_LIVE", 5)
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    for number in range(8):
+        ledger.register(RunInfo(f"r{number}", started=1_000.0 + number))
+    watched, client = sqlite_client(path)
+    try:
+        shown = state_of(client)
+        assert (len(shown["live"]), shown["live_total"]) == (5, 8)
+        ledger.finish("r7", {"status": "completed", "reason": "completed"})
+        ledger.finish("r6", {"status": "completed", "reason": "completed"})
+        ledger.finish("r5", {"status": "completed", "reason": "completed"})
+        shown = wait_for(lambda: (s := state_of(client))["live_total"] == 5 and s)
+        assert [run["run_id"] for run in shown["live"]] == ["r4", "r3", "r2", "r1", "r0"]
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+class Broken(MemoryLedger):
+    """A memory ledger whose every read and action fails while ``down`` (its poller's reads
+    too: the snapshot says it is unreachable)."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise LedgerError("the ledger redis://fleet:6379/0 failed: timeout")
+
+    def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
+        self._check()
+        return super().runs(live=live, limit=limit)
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        self._check()
+        return super().run_info(run_id)
+
+    def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
+        self._check()
+        return super().answer(run_id, choice, amount)
+
+    def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
+        self._check()
+        return super().kill(run_id, reason, key=key)

@@ -192,6 +192,60 @@ def test_recent_runs_are_the_newest_first(make_ledger: LedgerFactory) -> None:
     assert make_ledger().runs(live=False, limit=0) == []
 
 
+def test_ended_runs_are_the_latest_ended_first_however_long_ago_they_started(
+    make_ledger: LedgerFactory,
+) -> None:
+    one, two = make_ledger(), make_ledger()
+    one.register(RunInfo("long", started=1_000.0))  # started an hour before the others
+    for number in range(60):
+        one.register(RunInfo(f"short-{number:02d}", started=4_600.0 + number))
+        one.finish(f"short-{number:02d}", {"status": "completed", "reason": "completed"})
+        time.sleep(0.001)  # each ends after the one before, on every ledger's clock
+    assert two.ended_runs(limit=1)[0].run_id == "short-59"
+    one.finish("long", {"status": "abandoned", "reason": "cost_limit"})
+    ended = two.ended_runs(limit=50)
+    assert [info.run_id for info in ended[:3]] == ["long", "short-59", "short-58"]
+    assert len(ended) == 50
+    assert all(not info.live for info in ended)
+    # Resumed, a run is live again: no longer among the ended ones.
+    one.register(RunInfo("short-59"))
+    assert [info.run_id for info in two.ended_runs(limit=2)] == ["long", "short-58"]
+    assert two.ended_runs(limit=0) == []
+
+
+def test_any_run_kept_is_found_by_its_id_and_the_live_ones_counted(
+    make_ledger: LedgerFactory,
+) -> None:
+    one, two = make_ledger(), make_ledger()
+    for number in range(120):
+        one.register(RunInfo(f"team-a/job-{number:03d}", started=1_000.0 + number))
+    one.finish("team-a/job-000", {"status": "completed", "reason": "completed"})
+    found = two.run_info("team-a/job-000")  # the oldest, and over: in no short listing
+    assert found is not None
+    assert (found.run_id, found.status, found.live) == ("team-a/job-000", "completed", False)
+    assert two.run_info("team-a/job-119") == two.runs(limit=1)[0]
+    assert two.run_info("team-a") is None
+    assert two.live_count() == 119
+    assert len(two.runs()) == 100
+
+
+def test_an_answer_is_its_question_answered_even_if_the_run_ends_at_once(
+    make_ledger: LedgerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = make_ledger(), make_ledger()
+    one.register(RunInfo("r1"))
+    one.ask("r1", "Go on?", ("continue", "abort"))
+    # The run ends (its question goes) the moment the answer is taken: nothing is read after.
+    monkeypatch.setattr(two, "pending", lambda run_id=None: [])
+    answered = two.answer("r1", "continue")
+    assert (answered.run_id, answered.question, answered.choices) == (
+        "r1",
+        "Go on?",
+        ("continue", "abort"),
+    )
+    assert (answered.answer, answered.amount, answered.asked > 0) == ("continue", None, True)
+
+
 def test_the_first_answer_wins(make_ledger: LedgerFactory) -> None:
     one, two = make_ledger(), make_ledger()
     one.register(RunInfo("r1"))

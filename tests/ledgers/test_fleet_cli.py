@@ -150,6 +150,34 @@ def test_approve_refuses_a_run_whose_process_is_gone_and_runs_shows_it_gone(
     assert (told.returncode, told.stdout) == (0, "alive: continue (to 'Go on?')\n")
 
 
+def test_stop_refuses_a_run_whose_process_is_gone(tmp_path: Path) -> None:
+    # "dead" last beat two minutes ago (its process was killed); "alive" beats on.
+    then = time.time() - 120
+    with SqliteLedger(tmp_path / "fleet.db", clock=lambda: then) as before:
+        for run_id in ("dead", "alive"):
+            before.register(RunInfo(run_id, interval=2.0))
+            before.heartbeat(run_id, {"turns": 2}, "waiting")
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        ledger.heartbeat("alive", {"turns": 2}, "running")
+    env = fleet_env(tmp_path)
+    refused = haltwise("stop", "dead", env=env)
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert re.fullmatch(
+        r"haltwise stop: run 'dead' is gone: it has not been heard from for 12\ds \(more than "
+        r"60s\), so its process is not running to hear a stop \(see haltwise runs\)\n",
+        refused.stderr,
+    )
+    with SqliteLedger(tmp_path / "fleet.db") as ledger:
+        assert ledger.killed("dead") is None
+    told = haltwise("stop", "--all", "--reason", "enough", env=env)
+    assert told.returncode == 0
+    assert sorted(told.stdout.splitlines()) == [
+        "alive: told to stop (enough)",
+        "dead: gone (its process is not heard from): it stops if it comes back",
+    ]
+
+
 def test_commands_that_read_runs_make_no_ledger_where_a_mistyped_path_points(
     tmp_path: Path,
 ) -> None:

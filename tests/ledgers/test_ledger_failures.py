@@ -3,14 +3,19 @@
 A file that is not a SQLite database and bad URLs are refused when opened, saying what would be
 accepted, and the file is left as it was; a command that only reads makes no ledger where a
 mistyped path points. A SQLite file deleted under a running process stops it from spending in
-a file no other process sees. A Redis server that stops mid-run stops a run with
-shared limits (``ledger_unavailable``, naming the URL and the error); restarted, it has every
-count it had, and the ledgers that were open carry on.
+a file no other process sees (its heartbeats and its reads find it out); a ledger that only
+reads (a dashboard) follows the path to the new file. Reads never wait for the write lock. A
+Redis server that stops mid-run stops a run with shared limits (``ledger_unavailable``, naming
+the URL and the error); restarted, it has every count it had, and the ledgers that were open
+carry on.
 """
 
 from __future__ import annotations
 
 import shutil
+import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +38,7 @@ from haltwise import (
 from haltwise.engine.errors import LedgerError
 from haltwise.engine.ledger import Budget, RunInfo
 from haltwise.ledgers import open_ledger
+from haltwise.ledgers import sqlite as sqlite_ledger
 from haltwise.ledgers.sqlite import SqliteLedger
 
 from .conftest import RedisServer
@@ -95,6 +101,94 @@ def test_a_sqlite_file_deleted_mid_run_stops_its_spending(tmp_path: Path) -> Non
     with pytest.raises(LedgerError, match="was deleted while in use"):
         ledger.charge(Budget("team", "turns"), 1, 1)
     ledger.close()
+
+
+def test_a_spender_finds_its_sqlite_file_replaced_at_a_read_too(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    assert ledger.charge(Budget("team", "turns"), 1, 1).granted
+    for leftover in tmp_path.iterdir():
+        leftover.unlink()
+    SqliteLedger(path).close()  # another process starts the file afresh
+    # Its reads (a run waiting for an answer, looking for a stop) fail as its heartbeat would.
+    with pytest.raises(LedgerError, match=r"fleet\.db' was replaced by another file while in use"):
+        ledger.pending("r1")
+    with pytest.raises(LedgerError, match="was replaced by another file while in use"):
+        ledger.runs()
+    ledger.close()
+
+
+def test_a_reader_follows_its_sqlite_file_replaced_and_fails_while_there_is_none(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fleet.db"
+    with SqliteLedger(path) as before:
+        before.register(RunInfo("old-run"))
+    watching = SqliteLedger(path)  # a dashboard: it reads, and stops and answers runs
+    try:
+        assert [info.run_id for info in watching.runs()] == ["old-run"]
+        assert watching.kill("old-run", "enough") == ["old-run"]
+        for leftover in tmp_path.iterdir():
+            leftover.unlink()
+        # Not the old file's runs, as if they were still live: an error saying why.
+        with pytest.raises(LedgerError, match=r"fleet\.db' was deleted: no file is there now"):
+            watching.runs()
+        with pytest.raises(LedgerError, match="was deleted: no file is there now"):
+            watching.kill("old-run", "enough")
+        assert not path.exists()  # and it made none
+        with SqliteLedger(path) as after:  # the fleet goes on in a new file
+            after.register(RunInfo("new-run"))
+            after.charge(Budget("team", "turns"), 2, 5)
+        assert [info.run_id for info in watching.runs()] == ["new-run"]
+        assert [state.spent for state in watching.budgets()] == [2]
+        assert watching.kill("new-run", "enough") == ["new-run"]
+        with SqliteLedger(path) as after:
+            assert after.killed("new-run") == "enough"
+    finally:
+        watching.close()
+
+
+def test_reads_never_wait_for_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_ledger, "_BUSY_SECONDS", 2.0)  # a write gives up sooner here
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("r1"))
+    ledger.ask("r1", "Go on?", ("continue", "abort"))
+    held = ledger.reserve(Budget("team", "turns"), 2, 5, holder="r1", lease=0.05)
+    assert held.granted
+    time.sleep(0.1)  # the hold lapses: it is not counted, though no write swept it yet
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # another process writes, for longer than any wait
+    failed: list[str] = []
+
+    def stop() -> None:
+        try:
+            ledger.kill("r1", "enough")
+        except LedgerError as error:
+            failed.append(str(error))
+
+    stopping = threading.Thread(target=stop)
+    try:
+        stopping.start()
+        time.sleep(0.2)  # the stop waits for the lock
+        started = time.monotonic()
+        assert [info.run_id for info in ledger.runs()] == ["r1"]
+        assert [(s.spent, s.reserved) for s in ledger.budgets()] == [(0, 0)]
+        assert [p.question for p in ledger.pending()] == ["Go on?"]
+        info = ledger.run_info("r1")
+        assert info is not None
+        assert info.live
+        assert ledger.killed("r1") is None
+        assert time.monotonic() - started < 1.0  # none waited behind the stop, nor the lock
+        stopping.join(timeout=10)
+        assert failed == [f"the SQLite ledger {str(path)!r} failed: database is locked"]
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+        stopping.join(timeout=10)
+        ledger.close()
 
 
 def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(

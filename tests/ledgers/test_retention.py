@@ -120,6 +120,7 @@ def test_redis_keys_expire_and_the_indexes_let_go_of_them(redis_server: RedisSer
     ledger.prune()  # as a run registers, every ten minutes at most
     assert [info.run_id for info in ledger.runs(live=False)] == ["live"]
     assert [info.run_id for info in ledger.runs()] == ["live"]
+    assert ledger.ended_runs() == []
     assert ledger.pending() == []
     assert {s.budget.window: s.spent for s in ledger.budgets()} == {"current": 3, "forever": 3}
     assert not ledger.charge(current, 8, 10).granted  # the current window's count is whole

@@ -1,6 +1,8 @@
 """``haltwise stop RUN`` (or ``--all``): a live run stops at its next event, killed. A run that
 is not live (it ended, or no run has that id: ids are given whole) is an error, exit 1, as
-``haltwise approve`` of a run that is not running is."""
+``haltwise approve`` of a run that is not running is; so is a run that is gone (not heard from
+for a minute: its process died without ending it), which nothing would hear. ``--all`` tells
+every live run, and says which of them are gone."""
 
 from __future__ import annotations
 
@@ -20,7 +22,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
     from ..engine.errors import ConfigurationError, LedgerError
+    from ..engine.ledger import unheard
     from ._fleet import ledger_from
 
     if (args.run_id is None) == (not args.all):
@@ -30,7 +36,21 @@ def run(args: argparse.Namespace) -> int:
     ledger = ledger_from(args)
     try:
         reason = args.reason or "stopped with haltwise stop"
+        if not args.all:
+            info = ledger.run_info(args.run_id)
+            now = time.time()
+            if info is not None and info.gone(now, ledger.gone_after):
+                raise LedgerError(
+                    f"run {args.run_id!r} is gone: {unheard(info, now, ledger.gone_after)}, so "
+                    "its process is not running to hear a stop (see haltwise runs)"
+                )
         told = ledger.kill(None if args.all else args.run_id, reason, key=args.key)
+        # Of the runs told, those gone: flagged all the same, in case one is only stalled.
+        gone = set()
+        if args.all and told:
+            now = time.time()
+            live = ledger.runs(live=True, limit=sys.maxsize)
+            gone = {info.run_id for info in live if info.gone(now, ledger.gone_after)}
     finally:
         ledger.close()
     if not told and not args.all:
@@ -41,5 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if not told:
         print("no live run to stop")
     for run_id in told:
-        print(f"{run_id}: told to stop ({reason})")
+        if run_id in gone:
+            print(f"{run_id}: gone (its process is not heard from): it stops if it comes back")
+        else:
+            print(f"{run_id}: told to stop ({reason})")
     return 0

@@ -2,16 +2,23 @@
 
 - ``GET /`` and ``GET /runs/RUN``: the page (static HTML, JS and CSS shipped in this package;
   it holds no data, so it needs no token). Everything else needs the token.
-- ``GET /api/state``: the fleet snapshot (``haltwise.dashboard.watch``); ``GET /api/events``:
-  the same as server-sent events, one each time it changes; ``GET /api/runs/RUN``: a run's
-  timeline and spend over time. The token comes in the ``X-Haltwise-Token`` header, or for the
-  event stream (browsers cannot give ``EventSource`` a header) in ``?token=``: reads are
-  guarded too, since a fleet's questions and limits are nobody else's business.
+- ``GET /api/state``: the fleet snapshot (``haltwise.dashboard.watch``), with ``now`` (the
+  server's clock), ``read_at`` (when the ledger last answered) and ``interval``; ``GET
+  /api/events``: the same as server-sent events (``state``), one each time it changes, and a
+  ``read`` event (``now`` and ``read_at``) every few seconds between, so that a page knows how
+  old what it shows is; ``GET /api/runs/RUN``: a run's timeline and spend over time, for any
+  run the ledger keeps. The token comes in the ``X-Haltwise-Token`` header, or for the event
+  stream (browsers cannot give ``EventSource`` a header) in ``?token=``: reads are guarded
+  too, since a fleet's questions and limits are nobody else's business.
 - ``POST /api/runs/RUN/answer`` (``{"choice": "extend", "amount": 2}``), ``POST
   /api/runs/RUN/stop`` and ``POST /api/stop`` (``{"key": "team-a"}``): the actions, POST
   only, the token in the header only (a form on another site cannot set a header, so it cannot
   act for the user), compared in constant time. Without it: 403, and nothing happens. Stopping
-  a run that is not live, or answering one that is not waiting, is 409.
+  a run that is not live (or gone: its process is not heard from), answering one that is not
+  waiting, and any action the ledger refuses or cannot take, is 409 with the ledger's reason.
+
+``RUN`` is the run's id percent-encoded as one segment (``team-a%2Fjob-42``): any id, slashes
+and all, is taken whole.
 
 One poller reads the ledger every ``interval`` seconds (at once after an action) on a worker
 thread; every open page shares its snapshot.
@@ -40,7 +47,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine.errors import ConfigurationError, LedgerError
-from ..engine.ledger import Ledger
+from ..engine.ledger import Ledger, unheard
 from .watch import Watcher
 
 __all__ = ["TOKEN_HEADER", "Dashboard", "create_app"]
@@ -50,6 +57,8 @@ TOKEN_HEADER = "X-Haltwise-Token"
 #: The answers a waiting run takes, and the largest extension one click may give.
 CHOICES = ("continue", "extend", "wrap_up", "abort")
 MAX_EXTEND = 10_000
+#: The event stream says when the ledger last answered at least this often (seconds).
+READ_EVERY = 2.0
 
 STATIC = resources.files(__package__) / "static"
 
@@ -80,31 +89,43 @@ class Dashboard:
         #: Guards the watcher: the poller thread writes it, requests read it.
         self._lock = threading.Lock()
         #: The latest snapshot as JSON ("" until the first read).
-        self.payload = ""
+        self.shown = ""
+        #: When the ledger last answered (epoch seconds), changed or not; None before.
+        self.read_at: float | None = None
         self._changed: asyncio.Condition | None = None
         self._wake: asyncio.Event | None = None
+
+    @property
+    def payload(self) -> str:
+        """The snapshot as a page is sent it, with the time now and when the ledger last
+        answered ("" until the first read)."""
+        if not self.shown:
+            return ""
+        # The snapshot is already JSON: it is wrapped, not encoded again.
+        return f'{{{self._times()},"interval":{json.dumps(self.interval)},"state":{self.shown}}}'
+
+    def _times(self) -> str:
+        return f'"now":{json.dumps(time.time())},"read_at":{json.dumps(self.read_at)}'
 
     # --- polling ---------------------------------------------------------------------------
 
     def _poll(self) -> str | None:
-        """Read the ledger; the new payload if the snapshot changed."""
+        """Read the ledger; the new snapshot if it changed."""
         with self._lock:
             watcher = self.watcher
-            if not watcher.poll() and self.payload:
-                return None
-            # The snapshot is already JSON: it is wrapped, not encoded again.
-            now, read_at = json.dumps(time.time()), json.dumps(watcher.read_at)
-            return f'{{"now":{now},"read_at":{read_at},"state":{watcher.shown}}}'
+            changed = watcher.poll()
+            self.read_at = watcher.read_at
+            return watcher.shown if changed or not self.shown else None
 
     async def polling(self) -> None:
         """Read the ledger until cancelled, telling the pages each time it changed."""
         self._changed = asyncio.Condition()
         self._wake = asyncio.Event()
         while True:
-            payload = await anyio.to_thread.run_sync(self._poll)
-            if payload is not None:
+            shown = await anyio.to_thread.run_sync(self._poll)
+            if shown is not None:
                 async with self._changed:
-                    self.payload = payload
+                    self.shown = shown
                     self._changed.notify_all()
             with contextlib.suppress(asyncio.TimeoutError):  # TimeoutError from 3.11
                 await asyncio.wait_for(self._wake.wait(), self.interval)
@@ -115,8 +136,10 @@ class Dashboard:
         if self._wake is not None:
             self._wake.set()
 
-    async def payloads(self, stop: anyio.Event) -> AsyncIterator[str]:
-        """The snapshot now (once there is one), then each time it changes, until ``stop``."""
+    async def payloads(self, stop: anyio.Event) -> AsyncIterator[tuple[str, str]]:
+        """Events for a page until ``stop``: ``state``, the snapshot now (once there is one)
+        and each time it changes; between them, every ``READ_EVERY`` seconds, ``read``: the
+        time, and when the ledger last answered (a read that hangs shows as it grows old)."""
         assert self._changed is not None, "the poller is not running"
         changed = self._changed
 
@@ -130,12 +153,18 @@ class Dashboard:
         try:
             while True:
                 async with changed:
-                    while self.payload == sent and not stop.is_set():
-                        await changed.wait()
+                    while self.shown == sent and not stop.is_set():
+                        try:
+                            await asyncio.wait_for(changed.wait(), READ_EVERY)
+                        except asyncio.TimeoutError:  # TimeoutError from 3.11
+                            if sent:  # a page has its first snapshot before anything else
+                                break
                     if stop.is_set():
                         return
-                    sent = self.payload
-                yield sent
+                    news = self.shown != sent
+                    sent = self.shown
+                    event = ("state", self.payload) if news else ("read", f"{{{self._times()}}}")
+                yield event
         finally:
             waking.cancel()
 
@@ -148,8 +177,18 @@ class Dashboard:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
     def run_detail(self, run_id: str) -> dict[str, Any] | None:
+        """A run's page; for a run the snapshot does not show, from the ledger's record (read
+        without holding the poller up). None if the ledger has no such run."""
         with self._lock:
-            return self.watcher.run_detail(run_id)
+            detail = self.watcher.run_detail(run_id)
+        if detail is not None:
+            return detail
+        info = self.ledger.run_info(run_id)
+        if info is None:
+            return None
+        asked = self.ledger.pending(run_id) if info.live else []
+        with self._lock:
+            return self.watcher.detail_of(info, asked[0] if asked else None)
 
     def note(self, run_id: str, kind: str, label: str) -> None:
         with self._lock:
@@ -168,6 +207,15 @@ def _refused() -> JSONResponse:
 
 def _problem(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def _names_an_action(request: Request) -> bool:
+    """Whether a request for a run's page names an action in its path as sent (``GET
+    /api/runs/RUN/stop``, the id one segment, its own slashes encoded): it is answered 405,
+    as any method but POST on an action is, not taken for a run with a slash in its id."""
+    raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    tail = raw.partition(b"?")[0].removeprefix(b"/api/runs/")
+    return b"/" in tail and tail.rsplit(b"/", 1)[1] in (b"answer", b"stop")
 
 
 async def _body(request: Request) -> dict[str, Any] | None:
@@ -192,9 +240,10 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     async def state(request: Request) -> Response:
         if not dashboard.authorized(request):
             return _refused()
-        if not dashboard.payload:
+        payload = dashboard.payload
+        if not payload:
             return _problem("the ledger has not been read yet: try again in a moment", 503)
-        return Response(dashboard.payload, media_type="application/json")
+        return Response(payload, media_type="application/json")
 
     async def events(request: Request) -> Response:
         if not dashboard.authorized(request, query=True):
@@ -204,20 +253,29 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
         shutdown = anyio.Event()
 
         async def stream() -> AsyncIterator[dict[str, str]]:
-            async for payload in dashboard.payloads(shutdown):
-                yield {"event": "state", "data": payload}
+            async for event, data in dashboard.payloads(shutdown):
+                yield {"event": event, "data": data}
 
         return EventSourceResponse(
             stream(), ping=10, shutdown_event=shutdown, shutdown_grace_period=1.0
         )
 
     async def run_detail(request: Request) -> Response:
+        if _names_an_action(request):
+            return Response(status_code=405, headers={"allow": "POST"})
         if not dashboard.authorized(request):
             return _refused()
         run_id = request.path_params["run_id"]
-        detail = await anyio.to_thread.run_sync(dashboard.run_detail, run_id)
+        try:
+            detail = await anyio.to_thread.run_sync(dashboard.run_detail, run_id)
+        except LedgerError as error:
+            return _problem(str(error), 409)
         if detail is None:
-            return _problem(f"run {run_id!r} is neither live nor among the recent runs", 404)
+            return _problem(
+                f"run {run_id!r} is not in the ledger: no run has that id, or it ended longer "
+                "ago than the ledger keeps runs",
+                404,
+            )
         return JSONResponse(detail)
 
     async def act(work: Callable[[], Any]) -> Response:
@@ -256,6 +314,12 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
         run_id = request.path_params["run_id"]
 
         def work() -> dict[str, Any]:
+            info = ledger.run_info(run_id)
+            if info is not None and info.gone(time.time(), ledger.gone_after):
+                raise LedgerError(
+                    f"run {run_id!r} is gone: {unheard(info, time.time(), ledger.gone_after)}, "
+                    "so its process is not running to hear a stop"
+                )
             told = ledger.kill(run_id, "stopped from the dashboard")
             if not told:  # answered 409, as a question that is no longer open is
                 raise LedgerError(
@@ -295,12 +359,14 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     app = Starlette(
         routes=[
             Route("/", index),
-            Route("/runs/{run_id}", index),
+            Route("/runs/{run_id:path}", index),
             Route("/api/state", state),
             Route("/api/events", events),
-            Route("/api/runs/{run_id}", run_detail),
-            Route("/api/runs/{run_id}/answer", answer, methods=["POST"]),
-            Route("/api/runs/{run_id}/stop", stop, methods=["POST"]),
+            # Path parameters: an id with slashes (sent as %2F, which the path has decoded)
+            # is taken whole. The actions come first, and their paths end in their names.
+            Route("/api/runs/{run_id:path}/answer", answer, methods=["POST"]),
+            Route("/api/runs/{run_id:path}/stop", stop, methods=["POST"]),
+            Route("/api/runs/{run_id:path}", run_detail),
             Route("/api/stop", stop_key, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
         ],

@@ -1,9 +1,11 @@
 """What the dashboard knows of the fleet: the ledger read again and again, as one snapshot.
 
-``Watcher.poll`` reads the ledger (live runs, recent finished ones, open questions, budgets)
-and builds the snapshot every page is sent; it says whether anything the page shows changed,
-so that a snapshot goes out only when it did. A ledger that cannot be read leaves the last
-snapshot in place, marked unreachable with the error.
+``Watcher.poll`` reads the ledger (live runs, the runs that ended most recently, open
+questions, budgets) and builds the snapshot every page is sent; it says whether anything the
+page shows changed, so that a snapshot goes out only when it did. A ledger that cannot be read
+leaves the last snapshot in place, marked unreachable with the error. A live run not heard from
+for the ledger's ``gone_after`` is shown as gone (its process died without ending it), whatever
+it said last. At most ``MAX_LIVE`` live runs are read; the snapshot says how many there are.
 
 The ledger keeps no history of a run, only its latest heartbeat; so the watcher keeps, for
 each run it sees, what came in heartbeat by heartbeat: the run's events (each heartbeat
@@ -28,12 +30,12 @@ from ..engine.ledger import BudgetState, Ledger, Pending, RunInfo
 
 __all__ = ["MAX_LIVE", "Watcher"]
 
-#: At most this many live runs are read per poll.
+#: At most this many live runs are read per poll (the snapshot's ``live_total`` counts them all).
 MAX_LIVE = 10_000
-#: Finished runs shown, most recent first.
+#: Finished runs shown, the latest end first.
 RECENT = 50
-#: Finished runs are read again as soon as a live run is gone (it ended), and else every this
-#: many seconds (for runs that ended between two reads): most reads skip them.
+#: Finished runs are read again as soon as a run leaves the live ones (it ended), and else
+#: every this many seconds (for runs that ended between two reads): most reads skip them.
 RECENT_EVERY = 2.0
 #: Timeline entries and spend points kept per run.
 HISTORY = 500
@@ -83,6 +85,7 @@ class Watcher:
             "ok": False,
             "error": "not read yet",
             "live": [],
+            "live_total": 0,
             "recent": [],
             "pending": [],
             "budgets": [],
@@ -106,12 +109,12 @@ class Watcher:
         now = self.clock()
         try:
             live = self.ledger.runs(live=True, limit=MAX_LIVE)
+            # Counted only when the list is cut (a count may take another read of them all).
+            live_total = len(live) if len(live) < MAX_LIVE else self.ledger.live_count()
             live_ids = {info.run_id for info in live}
             finished = self._finished
             if self._live_ids - live_ids or now - self._finished_read >= RECENT_EVERY:
-                # The RECENT latest finished runs are among the live ones and RECENT more.
-                latest = self.ledger.runs(live=False, limit=len(live) + RECENT)
-                finished = [info for info in latest if not info.live][:RECENT]
+                finished = self.ledger.ended_runs(limit=RECENT)
             pending = self.ledger.pending()
             budgets = self.ledger.budgets()
         except LedgerError as error:
@@ -131,6 +134,7 @@ class Watcher:
                 "ok": True,
                 "error": None,
                 "live": sorted((self._view(info, now, views) for info in live), key=_live_order),
+                "live_total": max(live_total, len(live)),
                 "recent": [self._view(info, now, views) for info in finished],
                 "pending": [_pending_view(p) for p in pending if p.answer is None],
                 "budgets": [_budget_view(state) for state in budgets],
@@ -149,18 +153,32 @@ class Watcher:
         self._history(run_id, now).timeline.append((now, kind, label, ""))
 
     def run_detail(self, run_id: str) -> dict[str, Any] | None:
-        """A run's page: its row, its timeline and its spend over time; None if it is neither
-        live nor recent."""
+        """A run's page from the snapshot: its row, its timeline and its spend over time; None
+        if the snapshot does not show it (``detail_of`` makes it from the ledger's record)."""
         for view in (*self.state["live"], *self.state["recent"]):
             if view["run_id"] == run_id:
                 break
         else:
             return None
-        history = self._histories.get(run_id, History())
         pending = [p for p in self.state["pending"] if p["run_id"] == run_id]
+        return self._detail(view, pending[0] if pending else None)
+
+    def detail_of(self, info: RunInfo, pending: Pending | None) -> dict[str, Any]:
+        """The page of a run the snapshot does not show (it ended before the latest
+        ``RECENT``, or it is live past ``MAX_LIVE``), from its record in the ledger and its
+        open question, if any."""
+        now = self.clock()
+        history = self._histories.get(info.run_id)
+        last = history.timeline[-1] if history and history.timeline else None
+        view = self._run_view(info, *self._flags(info, now), last)
+        question = None if pending is None or pending.answer is not None else pending
+        return self._detail(view, None if question is None else _pending_view(question))
+
+    def _detail(self, view: dict[str, Any], pending: dict[str, Any] | None) -> dict[str, Any]:
+        history = self._histories.get(view["run_id"], History())
         return {
             "run": view,
-            "pending": pending[0] if pending else None,
+            "pending": pending,
             "watched_since": history.since,
             "timeline": [
                 {"at": at, "kind": kind, "label": label, "decision": decision}
@@ -252,18 +270,24 @@ class Watcher:
         """The run's view, made again only if what it shows may have changed."""
         history = self._histories.get(info.run_id)
         last = history.timeline[-1] if history and history.timeline else None
-        stale = info.live and now - info.heartbeat > STALE_SECONDS
-        made_from = (info.heartbeat, info.live, info.status, stale, last)
+        stale, gone = self._flags(info, now)
+        made_from = (info.heartbeat, info.live, info.status, stale, gone, last)
         cached = before.get(info.run_id)
         view = cached[1] if cached and cached[0] == made_from else None
         if view is None:
-            view = self._run_view(info, stale, last)
+            view = self._run_view(info, stale, gone, last)
         self._views[info.run_id] = (made_from, view)
         return view
 
+    def _flags(self, info: RunInfo, now: float) -> tuple[bool, bool]:
+        """Whether a live run is stale (no heartbeat for ``STALE_SECONDS``), and whether it is
+        gone (none for the ledger's ``gone_after``: its process died without ending it)."""
+        stale = info.live and now - info.heartbeat > STALE_SECONDS
+        return stale, info.gone(now, self.ledger.gone_after)
+
     @staticmethod
     def _run_view(
-        info: RunInfo, stale: bool, last: tuple[float, str, str, str] | None
+        info: RunInfo, stale: bool, gone: bool, last: tuple[float, str, str, str] | None
     ) -> dict[str, Any]:
         outcome = info.outcome
         counts = info.counts
@@ -276,10 +300,12 @@ class Watcher:
             "model": info.model,
             "limits": info.limits,
             "keys": list(info.keys),
-            "status": info.status,
+            # A gone run is no longer waiting (its question is closed), whatever it said last.
+            "status": "gone" if gone else info.status,
             "started": info.started,
             "heartbeat": info.heartbeat,
             "stale": stale,
+            "gone": gone,
             "turns": int(usage.get("turns", 0)),
             "turn_limit": activity.get("turn_limit"),
             "tokens": _tokens(usage),
@@ -301,8 +327,9 @@ class Watcher:
 
 
 def _live_order(view: dict[str, Any]) -> tuple[int, float]:
-    """Waiting runs first (someone must answer), then stale ones, then the newest."""
-    rank = 0 if view["status"] == "waiting" else 1 if view["stale"] else 2
+    """Waiting runs first (someone must answer), then stale ones, then the others, the newest
+    first; gone runs last (nothing can be done for them: their process is not running)."""
+    rank = 3 if view["gone"] else 0 if view["status"] == "waiting" else 1 if view["stale"] else 2
     return rank, -float(view["started"])
 
 

@@ -6,11 +6,13 @@
   ``reserve`` for a model request's worst case, then ``commit`` of what it really cost). A
   reservation holds for a lease; one never committed (its process died) is released when the
   lease runs out, and a live run's ``heartbeat`` renews its leases.
-- **Live runs**: registration, heartbeats with counts and status, the end with the outcome. A
-  live run not heard from for ``gone_after`` seconds (60 by default, or five of its heartbeat
-  intervals if longer) is *gone*: its process died (killed, its machine lost) without recording
-  an end. It is still listed, as gone; its question is not, and it cannot be answered. A
-  heartbeat makes it live again.
+- **Live runs**: registration, heartbeats with counts and status, the end with the outcome;
+  listed by start (``runs``) or by end (``ended_runs``: what finished recently), found by id
+  (``run_info``), the live ones counted (``live_count``). A live run not heard from for
+  ``gone_after`` seconds (60 by default, or five of its heartbeat intervals if longer) is
+  *gone*: its process died (killed, its machine lost) without recording an end. It is still
+  listed, as gone; its question is not, and it cannot be answered. A heartbeat makes it live
+  again.
 - **Decisions** a run waits on: a question posted, the first answer wins; only a running run
   (live, not gone) can be answered, and only its question is listed.
 - **Kill flags**: a live run told to stop from elsewhere. A flag lasts until the run ends (or
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import secrets
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -218,12 +221,14 @@ def not_running(run_id: str, info: RunInfo | None, now: float, gone_after: float
     elif not info.live:
         why = f"it has ended ({info.status})"
     else:
-        silent, allowed = max(0.0, now - info.heartbeat), info.silence(gone_after)
-        why = (
-            f"it has not been heard from for {silent:.0f}s (more than {allowed:g}s): its "
-            "process is gone, and its question with it"
-        )
+        why = f"{unheard(info, now, gone_after)}: its process is gone, and its question with it"
     return LedgerError(f"run {run_id!r} is not running: {why}")
+
+
+def unheard(info: RunInfo, now: float, gone_after: float) -> str:
+    """How long a gone run has been silent, and how long it was allowed, said in words."""
+    silent, allowed = max(0.0, now - info.heartbeat), info.silence(gone_after)
+    return f"it has not been heard from for {silent:.0f}s (more than {allowed:g}s)"
 
 
 class Ledger(ABC):
@@ -318,8 +323,27 @@ class Ledger(ABC):
 
     @abstractmethod
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
-        """Live runs (``live=True``; gone ones among them) or every run kept, most recent
-        first."""
+        """Live runs (``live=True``; gone ones among them) or every run kept, the latest
+        started first."""
+
+    def ended_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        """The runs that ended, the latest end first (a run's last heartbeat is its end): what
+        finished recently, however long ago each started. This default reads every run kept;
+        the backends in haltwise read only those asked for."""
+        ended = [info for info in self.runs(live=False, limit=sys.maxsize) if not info.live]
+        ended.sort(key=lambda info: info.heartbeat, reverse=True)
+        return ended[: max(limit, 0)]
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """The run ``run_id`` as the ledger keeps it (live, gone or ended), None if it has no
+        such run. This default reads every run kept; the backends in haltwise read one."""
+        kept = self.runs(live=False, limit=sys.maxsize)
+        return next((info for info in kept if info.run_id == run_id), None)
+
+    def live_count(self) -> int:
+        """How many runs are live (gone ones among them), however many ``runs()`` would list.
+        This default reads them all; the backends in haltwise count."""
+        return len(self.runs(live=True, limit=sys.maxsize))
 
     # --- kill flags ------------------------------------------------------------------------
 
@@ -541,6 +565,20 @@ class MemoryLedger(Ledger):
             chosen = [info for info in self._runs.values() if info.live or not live]
         chosen.sort(key=lambda info: info.started, reverse=True)
         return chosen[:limit]
+
+    def ended_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        with self._lock:
+            ended = [info for info in self._runs.values() if not info.live]
+        ended.sort(key=lambda info: info.heartbeat, reverse=True)
+        return ended[: max(limit, 0)]
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def live_count(self) -> int:
+        with self._lock:
+            return sum(1 for info in self._runs.values() if info.live)
 
     # --- kill flags ------------------------------------------------------------------------
 

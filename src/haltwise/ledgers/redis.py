@@ -9,8 +9,9 @@ Retention is kept with key TTLs, counted on the server's clock: a budget window'
 ``retention`` (7 days by default) after the window resets (a budget with no period never
 does); a run's record ``retention`` after it ends, or, renewed by each heartbeat, ``retention``
 after it would be gone (not heard from: see ``haltwise.engine.ledger``), so a live run's never
-does. The indexes that name them (recent runs, live runs, questions, kill flags, budgets) are
-cleared of what expired every ten minutes at most, as a process registers a run.
+does. The indexes that name them (runs by start, ended runs by end, live runs, questions, kill
+flags, budgets) are cleared of what expired every ten minutes at most, as a process registers a
+run. (Runs ended by a haltwise older than the index of ended runs are not in it.)
 
 Needs ``haltwise[redis]``; imported only when a ``redis://`` URL is used.
 """
@@ -294,7 +295,8 @@ return told
 """)
 
 # KEYS: pending hash, run hash, live set; ARGV: choice, amount ('' for none), gone_after, run id.
-# A run that is not running is not answered: its record is returned to say why.
+# A run that is not running is not answered: its record is returned to say why. An answer taken
+# returns the question it answers (the run may end, and its question go, as soon as it returns).
 _ANSWER = _Script(
     """
 local info = redis.call('HGET', KEYS[2], 'info')
@@ -312,11 +314,13 @@ end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'none'} end
 local answered = redis.call('HGET', KEYS[1], 'answer')
 if answered and answered ~= '' then return {'taken', answered} end
-local choices = cjson.decode(redis.call('HGET', KEYS[1], 'choices'))
+local listed = redis.call('HGET', KEYS[1], 'choices')
+local choices = cjson.decode(listed)
 for _, choice in ipairs(choices) do
   if choice == ARGV[1] then
     redis.call('HSET', KEYS[1], 'answer', ARGV[1], 'amount', ARGV[2])
-    return {'ok'}
+    local asked = redis.call('HMGET', KEYS[1], 'question', 'asked')
+    return {'ok', asked[1], listed, asked[2]}
   end
 end
 return {'bad', table.concat(choices, ', ')}
@@ -326,8 +330,9 @@ return {'bad', table.concat(choices, ', ')}
 #: At most this many old entries of the recent runs' index are looked at in one prune.
 _PRUNE_RUNS = 1000
 
-# KEYS: runs index, live set, questions index, kills, budgets index; ARGV: prefix, retention,
-# gone_after. The indexes let go of what expired: runs, and budgets, whose record is no more.
+# KEYS: runs index, live set, questions index, kills, budgets index, ended runs index; ARGV:
+# prefix, retention, gone_after. The indexes let go of what expired: runs, and budgets, whose
+# record is no more (an ended run's record expires ``retention`` after its end, its score).
 _PRUNE = _Script(
     """
 local t = redis.call('TIME')
@@ -361,6 +366,7 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[5])) do
     redis.call('SREM', KEYS[5], name)
   end
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', old)
 return 0
 """
 )
@@ -599,6 +605,7 @@ class RedisLedger(Ledger):
             pipe.expire(self._run_key(info.run_id), keep)
             pipe.zadd(self._key("runs"), {info.run_id: record.started})
             pipe.sadd(self._key("live"), info.run_id)
+            pipe.zrem(self._key("ended"), info.run_id)  # resumed: live again
             pipe.hdel(self._key("kills"), info.run_id)
             pipe.execute()
 
@@ -610,7 +617,8 @@ class RedisLedger(Ledger):
         """Clear the indexes of the runs and budgets whose records expired (done as runs
         register, every ten minutes at most)."""
         self._next_prune = time.monotonic() + PRUNE_SECONDS
-        keys = [self._key(name) for name in ("runs", "live", "pendings", "kills", "budgets")]
+        names = ("runs", "live", "pendings", "kills", "budgets", "ended")
+        keys = [self._key(name) for name in names]
         self._eval(_PRUNE, keys, [self.prefix, self.retention, self.gone_after])
 
     def heartbeat(
@@ -653,6 +661,7 @@ class RedisLedger(Ledger):
             pipe.expire(self._run_key(run_id), max(1, math.ceil(self.retention)))
             pipe.zadd(self._key("runs"), {run_id: float(data["started"])})
             pipe.srem(self._key("live"), run_id)
+            pipe.zadd(self._key("ended"), {run_id: now})
             pipe.delete(self._key("holder", run_id))  # no heartbeat renews its leases now
             pipe.delete(self._key("pending", run_id))
             pipe.zrem(self._key("pendings"), run_id)
@@ -681,6 +690,23 @@ class RedisLedger(Ledger):
             return found[:limit]
 
         return self._call(runs)
+
+    def ended_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        def ended() -> list[RunInfo]:
+            if limit <= 0:
+                return []
+            # The index is in order of end: only the runs shown are read.
+            latest = self._redis.zrevrange(self._key("ended"), 0, limit - 1)
+            return [info for info in self._infos([str(i) for i in latest]) if not info.live]
+
+        return self._call(ended)
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        text = self._call(lambda: self._redis.hget(self._run_key(run_id), "info"))
+        return RunInfo.from_dict(json.loads(str(text))) if text else None
+
+    def live_count(self) -> int:
+        return int(self._call(lambda: self._redis.scard(self._key("live"))))
 
     # --- kill flags ------------------------------------------------------------------------
 
@@ -744,7 +770,10 @@ class RedisLedger(Ledger):
             )
         if verdict == "bad":
             raise LedgerError(f"{choice!r} is not a choice for run {run_id!r}: one of {result[1]}")
-        return self.pending(run_id)[0]
+        _, question, choices, asked = result
+        return Pending(
+            run_id, str(question), tuple(json.loads(choices)), float(asked), choice, amount
+        )
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         def pending() -> list[Pending]:

@@ -5,9 +5,17 @@ allows are one step across processes (SQLite takes the write lock at the start o
 transaction; others wait for it, with short pauses, for up to 30 seconds). Each budget's row
 keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
 (swept when they would refuse a request, and every ten minutes). WAL mode lets readers go on
-meanwhile; ``synchronous=NORMAL`` means a process that dies loses nothing it committed, and a
-power cut may lose the last transactions but never leaves the file inconsistent. Leases and
-heartbeats use ``time.time()``: every process on one machine shares that clock.
+meanwhile: reads go through a connection of their own, so that a read (a dashboard's poll) never
+waits behind a write waiting for that lock, and no read takes the write lock (what is held is
+read net of the reservations that lapsed). ``synchronous=NORMAL`` means a process that dies
+loses nothing it committed, and a power cut may lose the last transactions but never leaves
+the file inconsistent. Leases and heartbeats use ``time.time()``: every process on one machine
+shares that clock.
+
+A file deleted or replaced while in use is noticed by heartbeats and reads (one ``stat``): a
+ledger that has spent from a budget or recorded a run fails from then on (what it spent is in
+the old file, which no other process reads); one that has only read, answered and stopped runs
+(a dashboard) follows the path to the new file, and is unreachable while there is none.
 
 Retention: every ten minutes at most, as a process registers a run or spends a budget, the
 rows over for longer than ``retention`` (7 days by default) are deleted, a few hundred at a
@@ -178,15 +186,7 @@ class SqliteLedger(Ledger):
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(_SCHEMA + self.schema)
-            self._upgrade()
-            self._db.execute("PRAGMA busy_timeout=0")  # from here on, see _patiently
+            self._db = self._connect()
             #: The file opened (device, inode): one put in its place, or none, is not it.
             self._file = _identity(self.path)
         except (OSError, sqlite3.Error) as error:
@@ -194,40 +194,66 @@ class SqliteLedger(Ledger):
                 f"cannot open the SQLite ledger {str(self.path)!r}: {error}. Check that the "
                 "folder is writable and the file is a SQLite database, or choose another file"
             ) from None
+        #: Guards the connection that writes (and the one that reads, while the file is
+        #: opened again: taken first).
         self._lock = threading.Lock()
+        #: The connection reads go through (opened at the first read), and its lock: in WAL
+        #: mode a read does not wait for the write lock, so none waits behind a write.
+        self._reader: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
         self._next_tidy = 0.0
         #: Why this ledger can no longer be used (its file was deleted or replaced), once
-        #: a heartbeat found it: every later call fails with it.
+        #: a heartbeat or a read found it: every later call fails with it.
         self._lost: LedgerError | None = None
+        #: Whether it has spent from a budget or recorded a run: then a file put in the place
+        #: of its own is an error for good (see the module's docstring).
+        self._spender = False
 
-    def _upgrade(self) -> None:
-        """Number a new file's layout, or move an older file's tables on to it."""
-        if self._db.execute("PRAGMA user_version").fetchone()[0] == _VERSION:
-            return
-        self._db.execute("BEGIN IMMEDIATE")
+    def _connect(self) -> sqlite3.Connection:
+        """A connection that writes to the file at ``path``, its tables made or moved on."""
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            db.executescript(_SCHEMA + self.schema)
+            self._upgrade(db)
+            db.execute("PRAGMA busy_timeout=0")  # from here on, see _patiently
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _upgrade(self, db: sqlite3.Connection) -> None:
+        """Number a new file's layout, or move an older file's tables on to it."""
+        if db.execute("PRAGMA user_version").fetchone()[0] == _VERSION:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > _VERSION:
                 raise ConfigurationError(
                     f"the SQLite ledger {str(self.path)!r} was written by a newer haltwise "
                     f"(layout {version}; this one reads {_VERSION}). Upgrade haltwise "
                     "(pip install -U haltwise) or choose another file"
                 )
-            old = self._db.execute(
+            old = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_holds'"
             ).fetchone()
             if old is not None:
                 for statement in _FROM_FIRST_LAYOUT:
-                    self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version = {_VERSION}")
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {_VERSION}")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        db.execute("COMMIT")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             self._db.close()
+            if self._reader is not None:
+                self._reader.close()
 
     def __enter__(self) -> SqliteLedger:
         return self
@@ -255,11 +281,22 @@ class SqliteLedger(Ledger):
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        if self._lost is not None:
-            raise self._lost
-        with self._lock:
+        """Rows read through the reading connection, once the file is found to be the one
+        opened (``_check_file``)."""
+        self._check_file()
+        with self._read_lock:
             try:
-                return self._patiently(lambda: self._db.execute(sql, args).fetchall())
+                if self._reader is None:
+                    # ``mode=rw``: a file deleted meanwhile is an error, not a new empty file.
+                    self._reader = sqlite3.connect(
+                        self.path.absolute().as_uri() + "?mode=rw",
+                        uri=True,
+                        isolation_level=None,
+                        check_same_thread=False,
+                    )
+                    self._reader.execute("PRAGMA busy_timeout=0")  # see _patiently
+                reader = self._reader
+                return self._patiently(lambda: reader.execute(sql, args).fetchall())
             except sqlite3.Error as error:
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
 
@@ -385,6 +422,7 @@ class SqliteLedger(Ledger):
         return (granted if granted >= need else 0), used, now
 
     def charge(self, budget: Budget, amount: int, limit: int) -> Grant:
+        self._spender = True
         with self._transaction() as db:
             granted, used, _ = self._grant(db, budget, amount, limit, amount)
             db.execute(
@@ -404,6 +442,7 @@ class SqliteLedger(Ledger):
         lease: float = DEFAULT_LEASE,
     ) -> Grant:
         need = amount if minimum is None else max(minimum, 1)
+        self._spender = True
         with self._transaction() as db:
             granted, used, now = self._grant(db, budget, amount, limit, need)
             db.execute(
@@ -432,6 +471,7 @@ class SqliteLedger(Ledger):
     def _settle(self, budget: Budget, op_id: str, amount: int | None) -> int:
         """Let go of ``op_id``'s reservation, if it still holds one, and spend ``amount``
         (None: nothing) unless ``op_id`` was settled before; what the budget has used after."""
+        self._spender = True
         with self._transaction() as db:
             fresh = db.execute(
                 "INSERT INTO ledger_settled (id, at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
@@ -460,12 +500,16 @@ class SqliteLedger(Ledger):
             return spent
 
     def budgets(self) -> list[BudgetState]:
-        with self._transaction() as db:
-            self._sweep(db, self._clock())
-            rows = db.execute(
-                "SELECT key, metric, window, resets_at, spent, held, lim FROM ledger_budgets "
-                "ORDER BY key, metric, window"
-            ).fetchall()
+        # A read, not a write: what is held leaves out the reservations that lapsed (swept
+        # by the next spend that needs them gone, and every ten minutes), so that looking at
+        # the budgets never waits for the write lock.
+        rows = self._query(
+            "SELECT key, metric, window, resets_at, spent, held - COALESCE(lapsed, 0), lim "
+            "FROM ledger_budgets LEFT JOIN (SELECT budget, SUM(amount) AS lapsed FROM "
+            "ledger_reservations WHERE expires <= ? GROUP BY budget) ON budget = id "
+            "ORDER BY key, metric, window",
+            (self._clock(),),
+        )
         return [
             BudgetState(Budget(key, metric, window, resets), int(spent), int(held), lim)
             for key, metric, window, resets, spent, held, lim in rows
@@ -477,6 +521,7 @@ class SqliteLedger(Ledger):
         now = self._clock()
         started = info.started or now
         record = json.dumps(replace(info, started=started, heartbeat=now, outcome=None).to_dict())
+        self._spender = True
         with self._transaction() as db:
             if now >= self._next_tidy:
                 self._tidy(db, now)
@@ -497,6 +542,7 @@ class SqliteLedger(Ledger):
         *,
         info: RunInfo | None = None,
     ) -> str | None:
+        self._spender = True
         self._check_file()
         with self._transaction() as db:
             now = self._clock()
@@ -526,24 +572,52 @@ class SqliteLedger(Ledger):
         return None if kill is None else str(kill[0])
 
     def _check_file(self) -> None:
-        """Fail, from now on, if the file this ledger opened was deleted or replaced: its open
-        connection would go on writing into a file no other process reads, and every run on
-        the path would spend the shared budgets again, unseen. One ``stat``, on heartbeats
-        only (every few seconds), not on every spend."""
+        """Whether the file at ``path`` is still the one opened. If it was deleted or
+        replaced, a ledger that spent or recorded a run fails from now on: its open connection
+        would go on writing into a file no other process reads, and every run on the path
+        would spend the shared budgets again, unseen. One that has only read (a dashboard)
+        opens the new file, and fails while there is none. One ``stat``, on heartbeats, reads,
+        stops and answers, not on every spend."""
         if self._lost is not None:
             raise self._lost
         try:
-            now = _identity(self.path)
+            now: tuple[int, int] | None = _identity(self.path)
         except OSError:
             now = None
-        if now != self._file:
-            gone = "deleted" if now is None else "replaced by another file"
+        if now == self._file:
+            return
+        gone = "deleted" if now is None else "replaced by another file"
+        if self._spender:
             self._lost = LedgerError(
                 f"the SQLite ledger {str(self.path)!r} was {gone} while in use: what this "
                 "process spends would go unseen by the others. Stop the runs on it and start "
                 "them again"
             )
             raise self._lost
+        if now is None:
+            raise LedgerError(
+                f"the SQLite ledger {str(self.path)!r} was deleted: no file is there now (one "
+                "is made again when a run starts on it)"
+            )
+        self._reopen()
+
+    def _reopen(self) -> None:
+        """Open the file now at ``path`` in place of the one that was there."""
+        with self._lock, self._read_lock:
+            try:
+                found = _identity(self.path)
+                if found == self._file:
+                    return  # another thread did
+                db = self._connect()
+            except (OSError, sqlite3.Error) as error:
+                raise LedgerError(
+                    f"the SQLite ledger {str(self.path)!r} was replaced by a file that cannot "
+                    f"be opened: {error}"
+                ) from None
+            self._db.close()
+            if self._reader is not None:
+                self._reader.close()
+            self._db, self._reader, self._file = db, None, found
 
     def finish(self, run_id: str, outcome: dict[str, Any]) -> None:
         with self._transaction() as db:
@@ -571,9 +645,25 @@ class SqliteLedger(Ledger):
         )
         return [RunInfo.from_dict(json.loads(row[0])) for row in rows]
 
+    def ended_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        # An ended run's heartbeat is its end: the index on heartbeats reads them in order.
+        rows = self._query(
+            "SELECT info FROM ledger_runs WHERE live = 0 ORDER BY heartbeat DESC LIMIT ?",
+            (max(limit, 0),),
+        )
+        return [RunInfo.from_dict(json.loads(row[0])) for row in rows]
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        rows = self._query("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,))
+        return RunInfo.from_dict(json.loads(rows[0][0])) if rows else None
+
+    def live_count(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM ledger_runs WHERE live = 1")[0][0])
+
     # --- kill flags ------------------------------------------------------------------------
 
     def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
+        self._check_file()
         with self._transaction() as db:
             if run_id is not None:
                 rows = db.execute(
@@ -611,6 +701,7 @@ class SqliteLedger(Ledger):
             )
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
+        self._check_file()
         with self._transaction() as db:
             run = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
             info = None if run is None else RunInfo.from_dict(json.loads(run[0]))

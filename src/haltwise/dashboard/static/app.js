@@ -4,10 +4,14 @@
 "use strict";
 
 const TOKEN_KEY = "haltwise-dashboard-token";
-const state = { snapshot: null, readAt: null, offset: 0, token: "", detailBusy: false, detailAgain: false, allLive: false };
+const state = { snapshot: null, readAt: null, interval: 0.25, offset: 0, token: "", detailBusy: false, detailAgain: false, allLive: false, flashUntil: 0, serverDown: false };
 // Live runs shown until asked for all: waiting and stale ones come first, so they are among
 // them; a page with thousands of rows would lay itself out slowly on every change.
 const LIVE_SHOWN = 200;
+// What the page shows is stale once the ledger has not answered for this many poll intervals
+// (and never sooner than STALE_READ_FLOOR seconds): it may be locked, or slow.
+const STALE_READS = 4;
+const STALE_READ_FLOOR = 5;
 
 function takeToken() {
   const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
@@ -38,6 +42,21 @@ function el(tag, props, ...children) {
 
 function setText(node, text) {
   if (node.textContent !== text) node.textContent = text;
+}
+
+// Characters that would make one id pass for another (bidi overrides and isolates, marks,
+// invisible ones) and control characters, shown for what they are: "evil" reversed by a
+// U+202E must not read "live". Used for what names a run or a budget.
+const HIDDEN = /[\u0000-\u001f\u007f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+function visible(text) {
+  return String(text).replace(HIDDEN, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
+// An id or a key in running text: isolated, so that whatever it holds cannot reorder the text
+// around it, and with its hidden characters shown.
+function isolated(text) {
+  return el("bdi", { text: visible(text) });
 }
 
 // Keeps one element per key, in order; updates the ones that stay, so a button being
@@ -100,6 +119,7 @@ function turns(run) {
 }
 
 function statusOf(run) {
+  if (run.gone) return ["gone", `gone ${duration(now() - run.heartbeat)}`];
   if (run.stale) return ["stale", `stale ${duration(now() - run.heartbeat)}`];
   return [run.status, run.status];
 }
@@ -131,6 +151,7 @@ function flash(message) {
   banner.hidden = false;
   banner.className = "banner warn";
   banner.textContent = message;
+  state.flashUntil = Date.now() + 6000;
   clearTimeout(flash.timer);
   flash.timer = setTimeout(() => render(), 6000);
 }
@@ -148,15 +169,16 @@ function stopRun(runId, button) {
 }
 
 function stopKey(key) {
-  if (confirm(`Stop every live run spending budget “${key}”?`)) {
+  if (confirm(`Stop every live run spending budget “${visible(key)}”?`)) {
     post("/api/stop", { key });
   }
 }
 
 // --- the fleet ------------------------------------------------------------------------------
 
+// A run's page is /runs/ID with the id one encoded segment (slashes and all), as the API's are.
 function runLink(runId) {
-  return el("a", { href: `/runs/${encodeURIComponent(runId)}`, "data-nav": "", class: "mono", text: runId });
+  return el("a", { href: `/runs/${encodeURIComponent(runId)}`, "data-nav": "", class: "mono run-id" }, isolated(runId));
 }
 
 function approvalCard(pending) {
@@ -185,6 +207,8 @@ function liveRow(run) {
   const stop = el("button", { type: "button", class: "danger small", text: "Stop" });
   stop.addEventListener("click", () => stopRun(stop.closest("tr").dataset.key, stop));
   const cells = [runLink(run.run_id), el("span", { class: "badge" }), "", "", "", "", "", "", "", stop];
+  // A gone run's process is not running: nothing would hear a stop.
+  stop.dataset.gone = "";
   return el("tr", {}, ...cells.map((cell, i) => el("td", { class: [3, 4, 5].includes(i) ? "num" : "" }, cell)));
 }
 
@@ -192,7 +216,7 @@ function liveRow(run) {
 // left alone (the clock's part is refreshed by tick, every second).
 function signature(run) {
   const last = run.last_event;
-  return [run.heartbeat, run.status, run.stale, run.turns, run.turn_limit, run.tokens, run.cost,
+  return [run.heartbeat, run.status, run.stale, run.gone, run.turns, run.turn_limit, run.tokens, run.cost,
     last && last.at, last && last.kind, run.warnings.length].join("|");
 }
 
@@ -204,7 +228,15 @@ function updateLiveRow(row, run) {
   const cells = row.children;
   const badge = cells[1].firstChild;
   badge.className = `badge ${statusOf(run)[0]}`;
-  badge.title = run.stale ? "no heartbeat for that long: its process may be gone" : "";
+  badge.title = run.gone
+    ? "not heard from for that long: its process is gone (it died without ending the run)"
+    : run.stale ? "no heartbeat for that long: its process may be gone" : "";
+  const stop = cells[9].firstChild;
+  if (stop.dataset.gone !== String(run.gone)) {
+    stop.dataset.gone = String(run.gone);
+    stop.disabled = run.gone;
+    stop.title = run.gone ? "its process is gone: nothing would hear a stop" : "";
+  }
   setText(cells[2], turns(run));
   setText(cells[3], count(run.tokens));
   setText(cells[4], dollars(run.cost));
@@ -245,7 +277,7 @@ function updateRecentRow(row, run) {
 
 function meter(budget) {
   return el("article", { class: "meter" },
-    el("div", { class: "meter-head" }, el("strong", { class: "key" }), el("span", { class: "what" })),
+    el("div", { class: "meter-head" }, el("strong", { class: "key" }, el("bdi")), el("span", { class: "what" })),
     el("div", { class: "bar" }, el("span", { class: "spent" }), el("span", { class: "held" })),
     el("div", { class: "meter-foot" }, el("span", { class: "numbers" }), el("span", { class: "resets" })),
   );
@@ -255,7 +287,7 @@ function updateMeter(node, budget) {
   const limit = budget.limit || 0;
   const spent = limit ? Math.min(100, (100 * budget.spent) / limit) : 0;
   const held = limit ? Math.min(100 - spent, (100 * budget.reserved) / limit) : 0;
-  setText(node.querySelector(".key"), budget.key);
+  setText(node.querySelector(".key bdi"), visible(budget.key));
   setText(node.querySelector(".what"), `${budget.metric} · ${budget.window}`);
   node.querySelector(".spent").style.width = `${spent}%`;
   node.querySelector(".held").style.width = `${held}%`;
@@ -278,7 +310,7 @@ function keyButtons(live) {
   const keys = [...new Set(live.flatMap((run) => run.keys))].sort();
   const node = document.getElementById("stop-keys") || el("div", { id: "stop-keys", class: "buttons" });
   sync(node, keys, (key) => key,
-    (key) => el("button", { type: "button", class: "danger small", text: `Stop all of ${key}`, onclick: () => stopKey(key) }),
+    (key) => el("button", { type: "button", class: "danger small", onclick: () => stopKey(key) }, "Stop all of ", isolated(key)),
     () => {});
   return node;
 }
@@ -292,14 +324,25 @@ function renderFleet(snapshot) {
       `asked ${ago(p.asked)}${stale.has(p.run_id) ? " · its run is stale: it may not hear" : ""}`));
 
   const live = snapshot.live;
+  const total = liveTotal(snapshot);
   const waiting = live.filter((run) => run.status === "waiting").length;
-  setText(document.getElementById("live-count"), `${count(live.length)}${waiting ? ` · ${waiting} waiting` : ""}${stale.size ? ` · ${stale.size} stale` : ""}`);
+  const gone = live.filter((run) => run.gone).length;
+  const staleOnly = live.filter((run) => run.stale && !run.gone).length;
+  // The dashboard reads at most so many live runs: the rest are counted, and said to be left out.
+  const isCut = total > live.length;
+  setText(document.getElementById("live-count"), `${count(total)}${isCut ? ` (${count(live.length)} read)` : ""}` +
+    `${waiting ? ` · ${waiting} waiting` : ""}${staleOnly ? ` · ${staleOnly} stale` : ""}${gone ? ` · ${gone} gone` : ""}`);
   const shown = state.allLive ? live : live.slice(0, LIVE_SHOWN);
   sync(document.querySelector("#live tbody"), shown, (run) => run.run_id, liveRow, updateLiveRow);
-  document.getElementById("live-empty").hidden = live.length > 0;
+  document.getElementById("live-empty").hidden = total > 0;
   document.getElementById("live-more").hidden = live.length <= LIVE_SHOWN;
   setText(document.getElementById("live-all"), state.allLive
-    ? `Show the first ${LIVE_SHOWN} only` : `Show all ${count(live.length)} (${count(LIVE_SHOWN)} shown)`);
+    ? `Show the first ${LIVE_SHOWN} only`
+    : `Show all ${count(live.length)}${isCut ? " read" : ""} (${count(LIVE_SHOWN)} shown)`);
+  const cut = document.getElementById("live-cut");
+  cut.hidden = !isCut;
+  setText(cut, isCut ? `The list is cut: ${count(total)} runs are live, and the dashboard reads the ` +
+    `${count(live.length)} that started last (the rest: haltwise runs --limit ${total}).` : "");
   const heading = document.querySelector("#live-count").parentNode;
   if (!heading.nextElementSibling.matches("#stop-keys")) heading.after(keyButtons(live));
   else keyButtons(live);
@@ -313,9 +356,16 @@ function renderFleet(snapshot) {
 
 // --- one run --------------------------------------------------------------------------------
 
+// The run of a page /runs/ID: the id is one encoded segment; one typed with its slashes as
+// they are is taken whole too.
 function currentRun() {
-  const match = /^\/runs\/([^/]+)$/.exec(location.pathname);
-  return match ? decodeURIComponent(match[1]) : null;
+  const match = /^\/runs\/(.+)$/.exec(location.pathname);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return match[1];
+  }
 }
 
 async function loadRun() {
@@ -340,7 +390,9 @@ async function loadRun() {
 }
 
 function renderRun(runId, detail, error) {
-  setText(document.getElementById("run-title"), runId);
+  const title = document.getElementById("run-title");
+  if (!title.firstChild || title.firstChild.nodeName !== "BDI") title.replaceChildren(el("bdi"));
+  setText(title.firstChild, visible(runId));
   const status = document.getElementById("run-status");
   const stop = document.getElementById("run-stop");
   const message = document.getElementById("run-message");
@@ -355,7 +407,7 @@ function renderRun(runId, detail, error) {
   const [kind, label] = run.outcome ? [run.outcome.status, `${run.outcome.status}: ${run.outcome.reason}`] : statusOf(run);
   status.className = `badge ${kind}`;
   setText(status, label);
-  stop.hidden = run.outcome !== null;
+  stop.hidden = run.outcome !== null || run.gone;
   message.hidden = !run.outcome;
   setText(message, run.outcome ? run.outcome.message : "");
   sync(document.getElementById("run-approval"), detail.pending ? [detail.pending] : [],
@@ -368,7 +420,7 @@ function renderRun(runId, detail, error) {
     ["Model", run.model || "—"],
     ["Where", run.host ? `${run.host}:${run.pid}` : "—"],
     ["Limits", run.limits || "—"],
-    ["Budget keys", run.keys.join(", ") || "—"],
+    ["Budget keys", run.keys.map(visible).join(", ") || "—"],
   ];
   if (run.saved.length) facts.push(["Left unspent", run.saved.join(", ")]);
   sync(document.getElementById("run-facts"), facts, (f) => f[0],
@@ -438,28 +490,61 @@ function render() {
   document.getElementById("run").hidden = !onRun;
   if (!snapshot) return;
   setText(document.getElementById("ledger"), snapshot.ledger);
-  const banner = document.getElementById("banner");
-  const pill = document.getElementById("connection");
-  if (snapshot.ok) {
-    banner.hidden = true;
-    pill.className = "pill ok";
-    setText(pill, "live");
-  } else {
-    banner.hidden = false;
-    banner.className = "banner error";
-    const since = state.readAt ? ` Showing what it said at ${clock(state.readAt)}.` : "";
-    setText(banner, `The ledger ${snapshot.ledger} is unreachable: ${snapshot.error}.${since} Trying again every moment.`);
-    pill.className = "pill down";
-    setText(pill, "ledger unreachable");
-  }
+  renderBanner();
   const waiting = snapshot.pending.length;
-  setText(document.getElementById("totals"), `${count(snapshot.live.length)} live${waiting ? ` · ${waiting} waiting` : ""}`);
+  setText(document.getElementById("totals"), `${count(liveTotal(snapshot))} live${waiting ? ` · ${waiting} waiting` : ""}`);
   if (onRun) loadRun();
   else renderFleet(snapshot);
 }
 
+function liveTotal(snapshot) {
+  return Math.max(snapshot.live_total ?? 0, snapshot.live.length);
+}
+
+// The ledger's state, said in the banner and the pill: unreachable (red), not answering for a
+// while (its reads hang: the page's data grows old), or fine.
+function renderBanner() {
+  const snapshot = state.snapshot;
+  const banner = document.getElementById("banner");
+  const pill = document.getElementById("connection");
+  const flashing = Date.now() < state.flashUntil;
+  const age = state.readAt === null ? Infinity : now() - state.readAt;
+  const since = state.readAt ? ` Showing what it said at ${clock(state.readAt)}.` : "";
+  if (state.serverDown) {
+    if (!flashing && age > Math.max(STALE_READ_FLOOR, STALE_READS * state.interval)) {
+      banner.hidden = false;
+      banner.className = "banner error";
+      setText(banner, `The dashboard server is not answering: what this page shows is stale.${since} Reconnecting.`);
+    }
+    pill.className = "pill down";
+    setText(pill, "dashboard server unreachable");
+  } else if (!snapshot.ok) {
+    if (!flashing) {
+      banner.hidden = false;
+      banner.className = "banner error";
+      setText(banner, `The ledger ${snapshot.ledger} is unreachable: ${snapshot.error}.${since} Trying again every moment.`);
+    }
+    pill.className = "pill down";
+    setText(pill, "ledger unreachable");
+  } else if (age > Math.max(STALE_READ_FLOOR, STALE_READS * state.interval)) {
+    if (!flashing) {
+      banner.hidden = false;
+      banner.className = "banner warn";
+      setText(banner, `The ledger ${snapshot.ledger} has not answered for ${duration(age)} (it may be locked ` +
+        `by another process, or slow): what this page shows is stale.${since} Still waiting for it.`);
+    }
+    pill.className = "pill warn";
+    setText(pill, "ledger not answering");
+  } else {
+    if (!flashing) banner.hidden = true;
+    pill.className = "pill ok";
+    setText(pill, "live");
+  }
+}
+
 function tick() {
   if (!state.snapshot) return;
+  renderBanner();
   for (const row of document.querySelectorAll("#live tbody tr")) refreshTimes(row);
   for (const node of document.querySelectorAll(".resets")) {
     if (node.dataset.resets) setText(node, resets(Number(node.dataset.resets)));
@@ -469,15 +554,26 @@ function tick() {
 function receive(news) {
   state.offset = news.now - Date.now() / 1000;
   state.readAt = news.read_at;
+  if (news.interval) state.interval = news.interval;
   state.snapshot = news.state;
   render();
+}
+
+// Between snapshots: the time, and when the ledger last answered.
+function receiveRead(news) {
+  state.offset = news.now - Date.now() / 1000;
+  state.readAt = news.read_at;
+  if (state.snapshot) renderBanner();
 }
 
 function connect() {
   const pill = document.getElementById("connection");
   const source = new EventSource(`/api/events?token=${encodeURIComponent(state.token)}`);
   source.addEventListener("state", (message) => receive(JSON.parse(message.data)));
+  source.addEventListener("read", (message) => receiveRead(JSON.parse(message.data)));
+  source.addEventListener("open", () => (state.serverDown = false));
   source.addEventListener("error", () => {
+    state.serverDown = true;
     pill.className = "pill down";
     setText(pill, "dashboard server unreachable");
   });
