@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from haltwise.engine.ledger import MemoryLedger, RunInfo
+from haltwise.ledgers.sqlite import SqliteLedger
 
 pytest.importorskip("starlette", reason="the dashboard's extra is not installed")
 
@@ -149,3 +150,21 @@ class Stuck(MemoryLedger):
     def runs(self, *, live: bool = True, limit: int = 100) -> list[RunInfo]:
         self.hang.wait()
         return super().runs(live=live, limit=limit)
+
+
+#: The choices a run's question offers.
+CHOICES = ("continue", "extend", "wrap_up", "abort")
+
+
+def gone_fleet(path: Path) -> SqliteLedger:
+    """A SQLite ledger at ``path`` with two runs: ``dead``, which asked a question and was last
+    heard from two minutes ago (its process killed), and ``alive``, just registered, which
+    started before it. The ledger is returned open."""
+    then = time.time() - 120
+    with SqliteLedger(path, clock=lambda: then) as before:
+        before.register(RunInfo("dead", started=then))
+        before.ask("dead", "Go on?", CHOICES)
+        before.heartbeat("dead", {"turns": 2}, "waiting")  # then its process was killed
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("alive", started=then - 10))
+    return ledger

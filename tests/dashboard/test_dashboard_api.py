@@ -26,10 +26,9 @@ from haltwise.engine.errors import ConfigurationError, LedgerError
 from haltwise.engine.ledger import MemoryLedger, Pending, RunInfo
 from haltwise.ledgers.sqlite import SqliteLedger
 
-from .conftest import DashboardProcess, Stuck, clean_env
+from .conftest import CHOICES, DashboardProcess, Stuck, clean_env, gone_fleet
 
 TOKEN = "a-token-for-these-tests-only"
-CHOICES = ("continue", "extend", "wrap_up", "abort")
 
 
 @pytest.fixture
@@ -470,13 +469,7 @@ def test_the_page_is_told_when_the_ledger_last_answered(tmp_path: Path) -> None:
 
 def test_a_gone_run_shows_gone_last_and_a_stop_says_so(tmp_path: Path) -> None:
     path = tmp_path / "fleet.db"
-    then = time.time() - 120
-    with SqliteLedger(path, clock=lambda: then) as before:
-        before.register(RunInfo("dead", started=then))
-        before.ask("dead", "Go on?", CHOICES)
-        before.heartbeat("dead", {"turns": 2}, "waiting")  # then its process was killed
-    ledger = SqliteLedger(path)
-    ledger.register(RunInfo("alive", started=then - 10))
+    ledger = gone_fleet(path)
     watched, client = sqlite_client(path)
     try:
         shown = state_of(client)

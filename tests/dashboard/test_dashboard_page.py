@@ -16,9 +16,8 @@ from haltwise.dashboard.app import create_app
 from haltwise.engine.ledger import Budget, RunInfo
 from haltwise.ledgers.sqlite import SqliteLedger
 
-from .conftest import DashboardProcess, ServedApp, Stuck, clean_env
+from .conftest import CHOICES, DashboardProcess, ServedApp, Stuck, clean_env, gone_fleet
 
-CHOICES = ("continue", "extend", "wrap_up", "abort")
 TOKEN = "a-token-for-these-tests-only"
 
 
@@ -104,13 +103,7 @@ def test_ids_cannot_pass_for_others_and_long_text_stays_in_its_card(
 
 def test_a_gone_run_shows_gone_after_the_others_with_no_stop(tmp_path: Path, browser: Any) -> None:
     path = tmp_path / "fleet.db"
-    then = time.time() - 120
-    with SqliteLedger(path, clock=lambda: then) as before:
-        before.register(RunInfo("dead", started=then))
-        before.ask("dead", "Go on?", CHOICES)
-        before.heartbeat("dead", {"turns": 2}, "waiting")  # then its process was killed
-    ledger = SqliteLedger(path)
-    ledger.register(RunInfo("alive", started=then - 10))
+    ledger = gone_fleet(path)
     dashboard = DashboardProcess(f"sqlite://{path}", clean_env(tmp_path))
     page = browser.new_page()
     try:
