@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -49,6 +50,7 @@ from haltwise import (
     Guard,
     Outcome,
     Status,
+    Usage,
     max_cost,
     max_model_calls,
     max_tool_calls,
@@ -353,6 +355,31 @@ def test_a_synthesize_stop_at_a_tool_call_lets_the_admitted_calls_run_first(
     gathered = json.dumps(agent.requests()[1]["messages"])
     assert "a means 42" in gathered and "b means 42" in gathered  # what ran before the pass
     assert agent.requests()[1]["tools"] == []
+
+
+def test_a_synthesis_pass_that_calls_a_tool_instead_leaves_the_stop_with_its_usage(
+    agent_for: Callable[[list[ScriptEntry]], Agent],
+) -> None:
+    agent = agent_for([looks(str(index), usage=(1000, 100)) for index in range(4)])
+    guard = Guard(max_tool_calls(2, on_limit="synthesize"))
+
+    result = run(govern(agent.options(), guard).run("Look them up."))
+
+    assert agent.ran == ["0", "1"]
+    assert len(agent.requests()) == 4  # the pass is the fourth request, and the last
+    outcome = result.outcome
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "tool_call_limit"
+    assert result.output is None
+    # The pass's request counts in the usage returned, as it does in the governor's.
+    assert outcome.usage.model_calls == 4
+    assert outcome.usage.input_tokens == 4000
+    assert counts(outcome.usage) == counts(guard.governor.usage)
+
+
+def counts(usage: Usage) -> Usage:
+    """The counts of ``usage``, its elapsed time left out (it goes on after the run)."""
+    return dataclasses.replace(usage, elapsed=0.0)
 
 
 def test_dollars_are_refused_before_the_request_is_sent(

@@ -512,6 +512,33 @@ def test_synthesize_at_the_tool_budget_answers_through_the_agent() -> None:
     assert governed.usage.model_calls == 4
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_synthesis_pass_that_calls_a_tool_instead_ends_abandoned_with_no_output(
+    mode: str,
+) -> None:
+    searches = Searches()
+    guard = Guard(max_tool_calls(2, on_limit="synthesize"))
+    script = [searching(f"q{index}", usage=(1000, 100)) for index in range(1, 6)]
+    with ScriptedServer(script) as server:
+        governed_agent = govern(agent_for(server, guard, [searches.tool]), guard)
+        if mode == "sync":
+            governed = governed_agent.run_sync(QUESTION)
+        else:
+            governed = asyncio.run(governed_agent.run(QUESTION))
+        requests = server.requests
+    assert searches.ran == ["q1", "q2"]
+    assert len(requests) == 4  # the pass, answered with a tool call, is not made again
+    assert tool_names(requests[3]) == []
+    outcome = governed.outcome
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "tool_call_limit"
+    assert "Answered from" not in outcome.message
+    assert governed.output is None
+    assert final_message(governed).content == outcome.message  # no tool call is left to run
+    assert governed.usage.model_calls == 4
+    assert governed.usage.input_tokens == 4000
+
+
 def test_synthesize_at_the_model_call_limit_answers_in_the_same_step_async() -> None:
     guard = Guard(max_model_calls(2, on_limit="synthesize"))
 
@@ -1048,6 +1075,35 @@ def test_a_hung_reply_ends_an_async_run_timed_out_within_a_second_of_its_deadlin
 
     governed, deadline, ended = asyncio.run(main())
     timed_out_promptly(governed, deadline, ended)
+
+
+def test_a_blocking_sync_tool_does_not_hold_an_async_run_past_its_deadline() -> None:
+    guard = Guard(timeout(seconds=1))
+    release = threading.Event()  # ends the tool's thread once the run has returned
+
+    @tool
+    def crunch(query: str) -> str:
+        """Crunch numbers, blocking its thread."""
+        release.wait(HUNG)
+        return "crunched"
+
+    async def main() -> tuple[Governed[dict[str, Any]], float, float]:
+        script = [reply(tool_calls=[tool_call("crunch", {"query": "all"})]), reply("Done.")]
+        with ScriptedServer(script) as server:
+            agent = agent_for(server, guard, [crunch])
+            deadline = time.monotonic() + 1
+            try:
+                governed = await govern(agent, guard).run(QUESTION)
+            finally:
+                ended = time.monotonic()
+                release.set()
+            return governed, deadline, ended
+
+    governed, deadline, ended = asyncio.run(main())
+    assert deadline <= ended < deadline + PROMPTLY  # not when the tool's thread returns
+    assert governed.outcome.status is Status.TIMED_OUT
+    assert governed.outcome.reason == "time_limit"
+    assert governed.result is None
 
 
 # ------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -477,6 +477,28 @@ def test_synthesize_writes_the_final_output_with_one_more_tools_free_request() -
     assert done.result.final_output == "Paris and Rome are sunny."
     assert done.usage.model_calls == 3
     assert done.usage.tool_calls == 2
+
+
+@pytest.mark.parametrize("on_limit", ["synthesize", "ask"])
+def test_a_synthesis_pass_that_calls_a_tool_instead_ends_abandoned_with_no_output(
+    on_limit: Literal["synthesize", "ask"],
+) -> None:
+    tools = Tools()
+    answer, _ = prompter(Answer(Choice.WRAP_UP))  # for "ask": the human chooses to wrap up
+    script = [weather("Paris", "Rome"), weather("Oslo"), weather("Oslo"), reply("Too late.")]
+    with ScriptedServer(script) as server:
+        guard = Guard(max_tool_calls(2, on_limit=on_limit), prompter=answer)
+        done = run(govern(agent(server, tools), guard))
+        requests = server.requests
+    assert tools.ran == ["Paris", "Rome"]
+    assert len(requests) == 3  # the pass, answered with a tool call, is not made again
+    assert "tools" not in requests[2]
+    assert done.outcome.status is Status.ABANDONED
+    assert done.outcome.reason == "tool_call_limit"
+    assert "Answered from" not in done.outcome.message
+    assert done.output is None
+    assert done.usage.model_calls == 3  # the pass counts
+    assert done.usage.input_tokens == 300
 
 
 def test_a_synthesizer_given_to_the_guard_writes_the_final_output() -> None:

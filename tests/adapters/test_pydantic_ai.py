@@ -8,6 +8,7 @@ deadline and cancel tests wait for real (the server really hangs); the others do
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -312,6 +313,26 @@ async def test_a_synthesis_pass_that_calls_a_tool_instead_ends_with_the_partial_
     assert len(server.requests) == 2  # no second pass
     assert governed.outcome.status is Status.ABANDONED
     assert governed.result is None
+
+
+@in_loop
+async def test_a_synthesis_pass_that_writes_no_answer_counts_in_the_usage_returned() -> None:
+    script = [lookups("a", "b", "c"), lookups("d"), done()]
+    with ScriptedServer(script) as server:
+        lookup = Lookup(server)
+        guard = Guard(max_tool_calls(2, on_limit="synthesize"))
+        governed = await govern(lookup.agent, guard).run("Find it.")
+
+    assert len(server.requests) == 2
+    outcome = governed.outcome
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "tool_call_limit"
+    assert governed.output is None
+    assert outcome.usage.model_calls == 2  # the pass, sent and answered with a tool call
+    assert outcome.usage.input_tokens == 200
+    assert dataclasses.replace(outcome.usage, elapsed=0.0) == dataclasses.replace(
+        guard.governor.usage, elapsed=0.0
+    )
 
 
 @in_loop

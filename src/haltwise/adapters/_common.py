@@ -1,10 +1,11 @@
-"""What every framework adapter shares: the result of a governed run, and the one synthesis
-pass of a run whose hooks run in several threads or tasks at once."""
+"""What every framework adapter shares: the result of a governed run, the outcome of a
+synthesis pass (``synthesis_outcome``: one rule for every adapter), and the one synthesis pass
+of a run whose hooks run in several threads or tasks at once."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from ..engine.decisions import Decision
@@ -12,7 +13,7 @@ from ..engine.events import ModelRequest
 from ..engine.governor import Governor
 from ..engine.outcome import Outcome, Status, Usage
 
-__all__ = ["Governed", "SynthesisPass"]
+__all__ = ["Governed", "SynthesisPass", "answered", "synthesis_outcome"]
 
 R = TypeVar("R")
 
@@ -48,6 +49,29 @@ class Governed(Generic[R]):
     @property
     def usage(self) -> Usage:
         return self.outcome.usage
+
+
+def answered(text: str | None) -> bool:
+    """Whether a synthesis pass wrote an answer: some text, not only blanks (a pass that called
+    a tool instead has none)."""
+    return text is not None and bool(text.strip())
+
+
+def synthesis_outcome(governor: Governor, answer: str | None) -> Outcome:
+    """The run's outcome once the tools-free pass of its ``synthesize`` stop has ended.
+
+    An answer with text in it is the run's final answer (``Governor.synthesized``). No text
+    (the model called a tool it no longer has, the pass failed or was cut off, it wrote only
+    blanks) is no answer: the stop stands, with its status, reason and partial output, and
+    the usage is read again so that it counts the pass's own model call, which the stop's
+    snapshot, taken before the pass, does not.
+    """
+    if answered(answer):
+        assert answer is not None
+        return governor.synthesized(answer)
+    stop = governor.outcome
+    assert stop is not None, "synthesis_outcome() is for a run that has stopped"
+    return replace(stop, usage=governor.usage)
 
 
 class SynthesisPass:

@@ -87,7 +87,7 @@ from ..engine.events import (
 )
 from ..engine.governor import Governor
 from ..engine.policies import Evidence
-from ._common import Governed
+from ._common import Governed, answered, synthesis_outcome
 from ._messages_proxy import Exchange, MessagesProxy
 
 __all__ = ["GovernedClaude", "govern"]
@@ -309,6 +309,9 @@ class GovernedClaude:
                     await proxy.close()
                     self._session = None
             await session.settle()
+        if session.synthesis_sent and session.synthesis_result is None:
+            # The pass wrote no answer: the stop stands, counting the pass's model call.
+            run.outcome = synthesis_outcome(governor, None)
         self.messages = session.messages
         assert run.outcome is not None
         governed = Governed(run.outcome, session.synthesis_result or session.result)
@@ -412,6 +415,8 @@ class _Session:
         #: The CLI's ``ResultMessage``, and the synthesis pass's when it wrote the answer.
         self.result: ResultMessage | None = None
         self.synthesis_result: ResultMessage | None = None
+        #: The synthesis pass's request was admitted and sent (answered or not).
+        self.synthesis_sent = False
         #: The model of the main loop's requests: the options', else the CLI's.
         self.model = owner.options.model or ""
         #: The CLI session this run is in.
@@ -933,6 +938,7 @@ class _Session:
         request_id = await self.request(self.model, self.owner.max_tokens)
         if request_id is None:
             return None  # the budget left cannot pay for the pass
+        self.synthesis_sent = True
         options = dataclasses.replace(
             self.owner.governed_options(),
             hooks=None,
@@ -970,7 +976,7 @@ class _Session:
         result = results[-1]
         model = next(iter(result.model_usage or {}), self.model)
         await self.send(_model_response(model, result.usage or {}, request_id=request_id))
-        if result.is_error or result.result is None:
+        if result.is_error or not answered(result.result):
             return None
         self.synthesis_result = result
         return result.result

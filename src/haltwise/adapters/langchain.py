@@ -100,7 +100,7 @@ from ..engine.events import ToolCall as ToolCallEvent
 from ..engine.governor import Governor
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Usage
-from ._common import Governed, SynthesisPass
+from ._common import Governed, SynthesisPass, answered, synthesis_outcome
 
 __all__ = ["GovernedAgent", "HaltwiseMiddleware", "govern"]
 
@@ -411,11 +411,16 @@ def _synthesis_flow(
                 yield ModelResponseEvent(site.model, answered=False)
             except _HALTS:  # its time ran out, or it was cancelled: end cleanly
                 return site.closing([*kept, _closing(live)])
+            finally:
+                if live.run.outcome is None:
+                    live.run.outcome = synthesis_outcome(governor, None)
             raise
         message = site.message(result)
         text = _text(message)
         yield from _report(_response_event(message, site.model, text))
-        live.run.outcome = governor.synthesized(text or "")
+        live.run.outcome = synthesis_outcome(governor, text)
+        if not answered(text):  # a tool call instead of an answer: the stop stands
+            return site.closing([*kept, _closing(live)])
         return site.answer(kept, result)
     finally:
         synthesis.release()

@@ -88,7 +88,7 @@ from ..engine.errors import HaltError, HaltSignal, error_for
 from ..engine.events import ModelResponse as ModelResponseEvent
 from ..engine.events import ToolCall, ToolResult, TurnEnded, TurnStarting
 from ..engine.outcome import Outcome, Status
-from ._common import Governed
+from ._common import Governed, answered, synthesis_outcome
 
 __all__ = ["GovernedAgent", "govern"]
 
@@ -439,11 +439,14 @@ class _Session:
             response = await model.send(request)
         except Exception:
             await self._unanswered(model, request)
+            run.outcome = synthesis_outcome(self.governor, None)
             raise
         text, _ = _read(response)
         await run.send(_response_event(model.name, response.usage, text, 0, request.request_id))
-        run.outcome = self.governor.synthesized(text or "")
+        run.outcome = synthesis_outcome(self.governor, text)
         self.turn_open = False
+        if not answered(text):
+            raise self._halt(run.outcome)  # a tool call instead of an answer: the stop stands
         return response
 
     async def _unanswered(self, model: _GovernedModel, request: _Request) -> None:

@@ -82,7 +82,7 @@ from ..engine.events import (
 from ..engine.governor import Governor
 from ..engine.limits import Limit
 from ..engine.outcome import Status
-from ._common import Governed
+from ._common import Governed, synthesis_outcome
 
 __all__ = ["GovernedAgent", "HaltwiseCapability", "govern"]
 
@@ -339,7 +339,10 @@ class _Session:
             raise
 
     def stopped_error(self) -> BaseException:
-        """The run's stop, raised again (a second tools-free pass is not allowed)."""
+        """The run's stop, raised again (a second tools-free pass is not allowed). After a
+        pass that wrote no answer the stop stands, its usage read again to count the pass."""
+        if self.synthesis_sent and not self.child:
+            self.run.outcome = synthesis_outcome(self.governor, None)
         outcome = self.run.outcome
         assert outcome is not None
         error = error_for(outcome)
@@ -390,7 +393,7 @@ class _Session:
         output = _as_text(result.output)
         stop = self.governor.stopped
         if self.wrapping_up and stop is not None and stop.synthesize:
-            self.run.outcome = self.governor.synthesized(output)
+            self.run.outcome = synthesis_outcome(self.governor, output)
             return
         if self.run.outcome is None:
             await self.end_turn(())
