@@ -16,7 +16,8 @@ from haltwise.engine.ledger import Budget, RunInfo
 
 from .conftest import LedgerFactory
 
-TEAM = Budget("team-a", "nano_usd", "2026-11-23", 1_795_392_000.0)
+#: A daily budget whose window ends long after any run of these tests (2100-01-01).
+TEAM = Budget("team-a", "nano_usd", "2099-12-31", 4_102_444_800.0)
 TURNS = Budget("alice", "turns")
 
 
