@@ -12,12 +12,14 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import haltwise
+import haltwise.agent.tools as tools_module
 from haltwise.agent.tools import Toolbox, ToolError, ToolOutput, Workspace, _Clip, _truncate
 from haltwise.cli import main
 from haltwise.testing import ScriptedServer, reply, tool_call
@@ -331,7 +333,9 @@ def test_list_dir_lists_links_and_keeps_outside_targets_unseen(
 ) -> None:
     # Issue 12: one broken link failed the whole listing; a link out showed its target's size.
     (tmp_path / "secret.bin").write_bytes(b"s" * 12345)
-    (workspace / "broken").symlink_to(tmp_path / "nowhere")
+    (workspace / "broken").symlink_to("nowhere")
+    # Where a link out leads is not looked at, not even whether anything is there.
+    (workspace / "gone-out").symlink_to(tmp_path / "nowhere")
     (workspace / "loop").symlink_to(workspace / "loop")
     (workspace / "out").symlink_to(tmp_path / "secret.bin")
     (workspace / "out-dir").symlink_to(tmp_path)
@@ -346,6 +350,7 @@ def test_list_dir_lists_links_and_keeps_outside_targets_unseen(
         "a.txt  (17 bytes)",
         "broken  (broken link)",
         "fifo  (not a regular file)",
+        "gone-out  (link to outside the workspace)",
         "loop  (broken link)",
         "out  (link to outside the workspace)",
         "out-dir  (link to outside the workspace)",
@@ -377,6 +382,137 @@ def test_write_and_edit_never_follow_a_link_out(workspace: Path, tmp_path: Path)
     assert (outside / "kept.txt").read_text() == "kept"
 
 
+def _beside(workspace: Path) -> dict[str, Any]:
+    """Everything beside ``workspace`` (in its parent): each file's bytes, each link's target."""
+    seen: dict[str, Any] = {}
+    for path in sorted(workspace.parent.rglob("*")):
+        if workspace != path and workspace not in path.parents:
+            key = str(path.relative_to(workspace.parent))
+            seen[key] = (
+                os.readlink(path) if path.is_symlink() else path.is_dir() or path.read_bytes()
+            )
+    return seen
+
+
+def _escapes(loop: str) -> list[tuple[str, dict[str, Any]]]:
+    """A call of each file tool on a path through ``loop`` and then out of the workspace."""
+    return [
+        ("write_file", {"path": f"{loop}/../out-dir/self", "content": "escaped"}),
+        ("write_file", {"path": f"{loop}/../up/made/deeper.txt", "content": "escaped"}),
+        ("read_file", {"path": f"{loop}/../out-dir/kept.txt"}),
+        ("edit_file", {"path": f"{loop}/../out-dir/kept.txt", "old_text": "k", "new_text": "x"}),
+        ("list_dir", {"path": f"{loop}/../out-dir"}),
+        ("search", {"pattern": "kept", "path": f"{loop}/../out-dir"}),
+        ("search", {"pattern": "kept", "path": f"{loop}/../up"}),
+    ]
+
+
+@pytest.mark.parametrize("loop", ["loop", "ping", "self/loop", "sub/../pong", "far-loop"])
+def test_a_loop_of_links_does_not_hide_a_link_out(
+    workspace: Path, tmp_path: Path, loop: str
+) -> None:
+    # The fuzz's outside/self: Python's Path.resolve (3.11) gave up at a loop of links and
+    # took the rest of the path as written, so "loop/../out-dir/self" resolved to
+    # ws/out-dir/self, inside the workspace as written, and the system then followed out-dir.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept.txt").write_text("kept")
+    links = {"loop": "loop", "ping": "pong", "pong": "ping", "self": ".", "up": ".."}
+    links |= {"out-dir": str(outside), "far-loop": str(workspace / "sub" / ".." / "far-loop")}
+    for name, target in links.items():
+        (workspace / name).symlink_to(target)
+    before = _beside(workspace)
+    tools = Toolbox(workspace)
+    for name, arguments in _escapes(loop):
+        output = tools.call(name, arguments)
+        assert output.is_error and "a loop of links" in output.content, (name, arguments)
+        assert "kept" not in output.content.replace("kept.txt", ""), (name, arguments)
+    assert _beside(workspace) == before
+
+
+@pytest.mark.parametrize("when", ["resolved", "looked at"])
+def test_a_link_put_on_the_way_after_the_check_is_not_followed(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    # What a command still running could do between a path's check and its use: put a link
+    # out where the workspace had a folder (sub) or a file (a.txt). The path checked has no
+    # link in it; what it names is reached without following one.
+    outside = tmp_path / "outside"
+    (outside / "deeper").mkdir(parents=True)
+    (outside / "a.txt").write_text("kept")
+    (outside / "b.py").write_text("kept")
+    before = _beside(workspace)
+
+    def swap() -> None:
+        for name, target in (("sub", outside), ("a.txt", outside / "a.txt")):
+            here = workspace / name
+            if not here.is_symlink():
+                here.rename(workspace / f"{name}.moved")
+                here.symlink_to(target)
+
+    def restore() -> None:
+        for name in ("sub", "a.txt"):
+            if (workspace / name).is_symlink():
+                (workspace / name).unlink()
+                (workspace / f"{name}.moved").rename(workspace / name)
+
+    def then_swap(method: Callable[..., Any]) -> Callable[..., Any]:
+        def patched(*arguments: Any, **options: Any) -> Any:
+            try:
+                return method(*arguments, **options)
+            finally:
+                swap()
+
+        return patched
+
+    method = "resolve" if when == "resolved" else "stat"
+    monkeypatch.setattr(Workspace, method, then_swap(getattr(Workspace, method)))
+    tools = Toolbox(workspace)
+    attempts = [
+        ("read_file", {"path": "a.txt"}),
+        ("read_file", {"path": "sub/b.py"}),
+        ("write_file", {"path": "a.txt", "content": "escaped"}),
+        ("write_file", {"path": "sub/new.txt", "content": "escaped"}),
+        ("write_file", {"path": "sub/deeper/new.txt", "content": "escaped"}),
+        ("edit_file", {"path": "sub/b.py", "old_text": "kept", "new_text": "escaped"}),
+        ("edit_file", {"path": "a.txt", "old_text": "kept", "new_text": "escaped"}),
+        ("list_dir", {"path": "sub"}),
+    ]
+    for name, arguments in attempts:
+        restore()
+        output = tools.call(name, arguments)
+        assert output.is_error, (name, arguments, output.content)
+        assert "kept" not in output.content, (name, arguments)
+    restore()
+    assert tools.call("search", {"pattern": "kept"}).content == "no match for 'kept'"
+    restore()
+    assert _beside(workspace) == before
+    assert (workspace / "a.txt").read_text() == "alpha\nbeta\ngamma\n"
+    assert sorted(path.name for path in (workspace / "sub").iterdir()) == ["b.py"]
+
+
+def test_a_search_does_not_walk_into_a_folder_moved_after_it_was_listed(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once sub is listed, it gives way to a link out: its folder inner is then opened by a
+    # path that leads out (to outside/inner), which is not the folder that was listed.
+    (workspace / "sub" / "inner").mkdir()
+    (tmp_path / "outside" / "inner").mkdir(parents=True)
+    (tmp_path / "outside" / "inner" / "kept.txt").write_text("kept")
+    listing = tools_module._listing
+
+    def listing_then_swap(folder: int) -> Any:
+        entries = listing(folder)
+        if any(name == "inner" for name, _, _ in entries):
+            (workspace / "sub").rename(workspace / "sub.moved")
+            (workspace / "sub").symlink_to(tmp_path / "outside")
+        return entries
+
+    monkeypatch.setattr(tools_module, "_listing", listing_then_swap)
+    found = Toolbox(workspace).call("search", {"pattern": "kept"})
+    assert found.content == "no match for 'kept'"
+
+
 @contextlib.contextmanager
 def _unblocking(fifo: Path, seconds: float = 3) -> Iterator[None]:
     """Fail, rather than hang, if a tool blocks on ``fifo``: every ``seconds`` its two ends
@@ -406,8 +542,8 @@ def test_link_loops_and_fifos_neither_hang_nor_raise(workspace: Path) -> None:
     fifo = workspace / "fifo"
     os.mkfifo(fifo)
     tools = Toolbox(workspace)
-    assert "Symlink loop" in tools.call("read_file", {"path": "loop"}).content
-    assert "Symlink loop" in tools.call("write_file", {"path": "loop/x", "content": ""}).content
+    assert "a loop of links" in tools.call("read_file", {"path": "loop"}).content
+    assert "a loop of links" in tools.call("write_file", {"path": "loop/x", "content": ""}).content
     with _unblocking(fifo):
         read = tools.call("read_file", {"path": "fifo"})
         written = tools.call("write_file", {"path": "fifo", "content": ""})

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+import psutil
 import pytest
 
 from haltwise.agent.store import Store
@@ -235,14 +236,13 @@ def test_ctrl_c_at_the_dialog_cancels_the_run(
 def _chat_pid(terminal: Terminal) -> int:
     """The chat's process: the child of the pane's shell (``env`` execs Python)."""
     shell = terminal._tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip()
-    children = subprocess.run(["ps", "-o", "pid=", "--ppid", shell], capture_output=True, text=True)
-    return int(children.stdout.split()[0])
+    return psutil.Process(int(shell)).children()[0].pid
 
 
 def _running(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 

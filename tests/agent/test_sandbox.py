@@ -15,6 +15,7 @@ import io
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from haltwise.agent.options import add_agent_arguments, settings_from
@@ -90,6 +92,29 @@ def test_a_write_outside_the_workspace_fails_and_leaves_nothing(
     output = shell(confined, f"echo x > ../outside; echo y >> {kept}; rm {kept}; exit 0")
     assert output.content.count("Read-only file system") == 3, output.content
     assert not (tmp_path / "outside").exists()
+    assert kept.read_text() == "as it was\n"
+
+
+def test_links_a_confined_command_leaves_do_not_lead_the_file_tools_out(
+    confined: Sandbox, tmp_path: Path
+) -> None:
+    # The file tools run outside the sandbox and need no approval: a loop of links and a link
+    # out, which a confined command may leave (or a cloned repository hold), once took them
+    # anywhere the user can write ("loop/../out/..." resolved inside, as written).
+    kept = tmp_path / "kept.txt"
+    kept.write_text("as it was\n")
+    made = shell(confined, f"ln -s loop loop && ln -s {tmp_path} out && echo made")
+    assert made.exit_code == 0, made.content
+    tools = Toolbox(confined.workspace)
+    attempts = [
+        ("write_file", {"path": "loop/../out/escaped.txt", "content": "x"}),
+        ("edit_file", {"path": "loop/../out/kept.txt", "old_text": "as", "new_text": "x"}),
+        ("read_file", {"path": "loop/../out/kept.txt"}),
+    ]
+    for name, arguments in attempts:
+        output = tools.call(name, arguments)
+        assert output.is_error and "as it was" not in output.content, (name, output.content)
+    assert not (tmp_path / "escaped.txt").exists()
     assert kept.read_text() == "as it was\n"
 
 
@@ -174,15 +199,12 @@ def running(marker: str, *, exactly: bool = False) -> list[int]:
     """The live processes whose command line holds ``marker`` (or is it, ``exactly``); zombies
     have none."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command_line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if command_line.strip() == marker if exactly else marker in command_line:
-            found.append(int(entry.name))
+    for process in psutil.process_iter(["cmdline"]):
+        command_line = " ".join(process.info["cmdline"] or ())
+        if process.pid != os.getpid() and (
+            command_line == marker if exactly else marker in command_line
+        ):
+            found.append(process.pid)
     return found
 
 
@@ -300,6 +322,38 @@ def test_unconfined_a_timeout_kills_a_child_that_moved_to_a_session_of_its_own(
     assert time.monotonic() - started < 4
     assert output.content == "\n[the command timed out after 0.5s: the command was killed]"
     assert gone(f"sleep {seconds}"), running(f"sleep {seconds}")
+
+
+@pytest.mark.parametrize("parent", ["alive", "gone"])
+def test_unconfined_a_cancel_kills_a_grandchild_that_moved_to_a_group_of_its_own(
+    unconfined_tools: Toolbox, parent: str
+) -> None:
+    # Out of the command's process group, which killpg reaches, but still in its session:
+    # found among its shell's descendants while the parent lives, by its session once the
+    # parent is gone (the subshell that started it has exited: init is its parent now).
+    seconds = f"{MARKED}.{secrets.randbelow(10**9):09d}"
+    regroup = f"import os; os.setpgid(0, 0); os.execvp('sleep', ['sleep', '{seconds}'])"
+    moved = f"{PYTHON} -c {shlex.quote(regroup)} &"
+    command = f"{moved} sleep {seconds}" if parent == "alive" else f"({moved}); sleep {seconds}"
+    marker = f"sleep {seconds}"
+    results: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: results.append(unconfined_tools.call("run_command", {"command": command}))
+    )
+    worker.start()
+    deadline = time.monotonic() + 10
+    while len(running(marker, exactly=True)) < 2:  # both sleeps have started
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    (pid,) = (pid for pid in running(marker, exactly=True) if os.getpgid(pid) == pid)
+    shell_is_parent = os.getsid(psutil.Process(pid).ppid()) == os.getsid(pid)
+    assert shell_is_parent == (parent == "alive")
+    unconfined_tools.cancel()
+    worker.join(4)
+    assert not worker.is_alive()
+    # Killed, it no longer held the output: the call did not have to give up waiting for it.
+    assert results[0].content == "\n[the command was stopped: the run was cancelled]"
+    assert gone(marker), running(marker)
 
 
 # --------------------------------------------------------------------------------------------

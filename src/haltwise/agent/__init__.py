@@ -9,6 +9,6 @@
 - ``chat``: the interactive face (prompt_toolkit + rich); ``headless``: ``haltwise run``.
 
 It is a face of haltwise: it imports the engine and the drivers; nothing imports it. Its
-dependencies (``openai``, ``prompt_toolkit``, ``rich``, ``pydantic``, ``google-re2``: the
-``agent`` extra) are imported only where used.
+dependencies (``openai``, ``prompt_toolkit``, ``rich``, ``pydantic``, ``google-re2``,
+``psutil``: the ``agent`` extra) are imported only where used.
 """

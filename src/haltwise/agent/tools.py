@@ -8,8 +8,11 @@ file, edit a file by exact string replacement, run a shell command) and runs one
 - each tool's arguments are one pydantic model (``_ReadFile``, ...): its JSON schema is what the
   model is shown and its validation is what the call goes through, so the two cannot disagree;
   arguments it refuses get a tool error naming the argument, the problem and what is expected;
-- a path that resolves outside the workspace (``..``, an absolute path, a symlink pointing out)
-  is refused; ``list_dir`` shows a link out of the workspace without looking at its target;
+- a path is resolved from the workspace down, a name at a time (``Workspace``): one that leads
+  out (``..``, an absolute path, a symlink pointing out) is refused where it leaves, and what
+  it names is then reached through descriptors without following any link, so a link put on
+  the way meanwhile cannot lead out either; ``list_dir`` shows a link out of the workspace
+  without looking at its target;
 - regular expressions run on RE2 (``google-re2``), in time linear in the text whatever the
   pattern: a model's ``(a+)+$`` cannot hang the agent;
 - work that grows with the workspace (reading, listing, searching) checks the run's deadline
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import json
 import os
 import reprlib
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any, TextIO
 
+import psutil
 import re2
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
@@ -68,6 +73,13 @@ _READ_BYTES = 65_536
 _KILL_GRACE = 0.5
 #: What a killed command's result says when a process out of reach kept its output open.
 _HELD_OPEN = "a process it started kept its output open and was not waited for"
+#: The most links one path may lead through (as Linux counts): more is taken for a loop.
+_MAX_LINKS = 40
+#: How a folder on the way to a path is opened: never through a link (and, where the system
+#: can, without needing to read the folder, as the kernel's own walk would not).
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Added to every open of a path the tools read or write.
+_NO_LINK = os.O_NOFOLLOW | os.O_CLOEXEC
 
 #: Asked before a shell command runs: True runs it. ``None`` as an approver means "no one to ask".
 Approver = Callable[[str], bool]
@@ -91,8 +103,17 @@ class ToolOutput:
     exit_code: int | None = None
 
 
+class _Outside(ToolError):
+    """A path leads out of the workspace: by ``..``, as an absolute path, or by a link."""
+
+
 class Workspace:
-    """A folder the tools may not leave."""
+    """A folder the tools may not leave.
+
+    A path is resolved from the workspace down, one name at a time, its links followed by
+    reading them (``resolve``); what it names is then reached from the workspace down again,
+    through descriptors, without following any link (``open``, ``stat``). So a link put on the
+    way in between (by a command still running) makes a call fail; it never leads out."""
 
     def __init__(self, root: str | Path) -> None:
         path = Path(root).expanduser()
@@ -100,29 +121,143 @@ class Workspace:
             raise ToolError(f"the workspace {str(path)!r} is not a folder")
         self.root = path.resolve()
 
-    def resolve(self, path: str) -> Path:
-        """``path`` (relative to the workspace, or absolute inside it), symlinks followed.
+    def resolve(self, path: str | Path) -> Path:
+        """``path`` (relative to the workspace, or absolute inside it) with every link on the way
+        followed: a path inside the workspace with no link left in it.
 
-        Every symlink on the way is followed before the check, so a link (or a chain of links)
-        that ends outside the workspace is refused like ``..`` is. A path that cannot be
-        resolved at all (a symlink loop, a NUL byte, too long a name) is a ``ToolError`` too.
+        Nothing above the workspace is looked at: a ``..`` at the workspace, an absolute path
+        outside it, or a link that leads out (its target absolute outside the workspace, or
+        with ``..`` past it) is refused where it stands, even if a later name would come back.
+        A name that does not exist (yet) is taken as written. A loop of links (more than
+        ``_MAX_LINKS`` followed), a name under a file, or a name the system refuses (too long)
+        is a ``ToolError`` too. A string is stripped of surrounding blanks (a model's slip); a
+        ``Path`` (the tools' own) is taken as it is.
         """
-        if not isinstance(path, str) or not path.strip():
+        if isinstance(path, Path):
+            asked = given = str(path)
+        elif isinstance(path, str) and path.strip():
+            asked, given = path, path.strip()
+        else:
             raise ToolError("path must be a non-empty string, relative to the workspace")
-        try:
-            candidate = (self.root / path.strip()).resolve()
-        except (OSError, RuntimeError, ValueError) as error:
-            raise ToolError(f"path {path!r} cannot be resolved: {error}") from None
-        if not self.contains(candidate):
-            raise ToolError(
-                f"path {path!r} is outside the workspace {self.root}; "
-                "use a path inside it (relative paths start at the workspace)"
-            )
-        return candidate
+        if "\x00" in given:
+            raise ToolError(f"path {asked!r} cannot be resolved: it holds a NUL byte")
+        todo = self._names(asked, given)[::-1]
+        # The path resolved so far (no link in it, the last) and each folder above it up to the
+        # workspace (the first): strings, as a Path join per name is quadratic on a deep path.
+        resolved = [str(self.root)]
+        followed = 0
+        while todo:
+            name = todo.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(resolved) == 1:
+                    raise self._outside(asked)
+                resolved.pop()  # no link in the path: its parent is the real one
+                continue
+            here = os.path.join(resolved[-1], name)
+            try:
+                info = os.lstat(here)
+            except FileNotFoundError:
+                resolved.append(here)  # to be created, or missing: taken as written
+                continue
+            except NotADirectoryError:
+                shown = self.show(Path(resolved[-1]))
+                raise ToolError(
+                    f"path {asked!r} cannot be resolved: {shown} is not a folder"
+                ) from None
+            except OSError as error:
+                raise ToolError(f"path {asked!r} cannot be resolved: {error.strerror}") from None
+            if not stat.S_ISLNK(info.st_mode):
+                resolved.append(here)
+                continue
+            followed += 1
+            if followed > _MAX_LINKS:
+                raise ToolError(
+                    f"path {asked!r} cannot be resolved: a loop of links "
+                    f"(more than {_MAX_LINKS} followed)"
+                )
+            try:
+                target = os.readlink(here)
+            except OSError as error:  # no longer a link: changed meanwhile
+                raise ToolError(f"path {asked!r} cannot be resolved: {error.strerror}") from None
+            if Path(target).is_absolute():
+                del resolved[1:]
+            todo.extend(self._names(asked, target, Path(here))[::-1])
+        return Path(resolved[-1])
 
-    def contains(self, path: Path) -> bool:
-        """Whether the resolved ``path`` is the workspace or lies inside it."""
-        return path == self.root or self.root in path.parents
+    def _names(self, asked: str, path: str, link: Path | None = None) -> list[str]:
+        """The names of ``path`` from the workspace down: all of a relative one's, an absolute
+        one's past the workspace's own, which it must begin with (``link``: the link that
+        holds it, for the message)."""
+        if not Path(path).is_absolute():
+            return path.split("/")
+        parts, top = Path(path).parts, self.root.parts
+        if parts[: len(top)] != top:
+            raise self._outside(asked, link)
+        return list(parts[len(top) :])
+
+    def _outside(self, asked: str, link: Path | None = None) -> _Outside:
+        through = "" if link is None else f" (the link {self.show(link)} points out of it)"
+        return _Outside(
+            f"path {asked!r} is outside the workspace {self.root}{through}; "
+            "use a path inside it (relative paths start at the workspace)"
+        )
+
+    def open(self, path: Path, flags: int, *, make_folders: bool = False) -> int:
+        """A descriptor of ``path`` (a path ``resolve`` gave), opened with ``flags`` from the
+        workspace down, no link followed on the way (``O_NOFOLLOW``). ``make_folders`` creates
+        the folders missing on the way (``write_file``), without recursion however deep."""
+        if path == self.root:
+            return os.open(self.root, flags | os.O_CLOEXEC)
+        folder, name = self._folder_of(path, make_folders)
+        try:
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
+        except OSError as error:
+            # A link stands where there was none (ENOTDIR: one opened as a folder).
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise self._changed(path) from None
+            raise
+        finally:
+            os.close(folder)
+
+    def stat(self, path: Path) -> os.stat_result:
+        """What ``path`` (a path ``resolve`` gave) is, reached as ``open`` reaches it; a link is
+        not followed."""
+        if path == self.root:
+            return os.stat(self.root)
+        folder, name = self._folder_of(path, make_folders=False)
+        try:
+            return os.stat(name, dir_fd=folder, follow_symlinks=False)
+        finally:
+            os.close(folder)
+
+    def _folder_of(self, path: Path, make_folders: bool) -> tuple[int, str]:
+        """A descriptor of the folder holding ``path``, opened from the workspace down one
+        name at a time without following a link, and the name of ``path`` in it."""
+        *folders, name = path.relative_to(self.root).parts
+        folder = os.open(self.root, _FOLDER)
+        try:
+            for each in folders:
+                if make_folders:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(each, dir_fd=folder)
+                try:
+                    inner = os.open(each, _FOLDER, dir_fd=folder)
+                except NotADirectoryError:  # a link (or a file) stands where a folder was
+                    raise self._changed(path) from None
+                os.close(folder)
+                folder = inner
+        except BaseException:
+            os.close(folder)
+            raise
+        return folder, name
+
+    def _changed(self, path: Path) -> ToolError:
+        return ToolError(
+            f"{self.show(path)} changed while the tool was at it: a link (or a file) now stands "
+            "where it found none; links are followed only when a path is resolved"
+        )
 
     def show(self, path: Path) -> str:
         """``path`` as the model should see it: relative to the workspace."""
@@ -471,18 +606,41 @@ class Toolbox:
         self, path: str, offset: int | None = None, limit: int | None = None
     ) -> ToolOutput:
         target = self.workspace.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"{path!r} is not a file in the workspace")
+        descriptor = self._open_file(
+            target, os.O_RDONLY, f"{path!r} is not a file in the workspace"
+        )
         first = offset or 1
         stop = None if limit is None else first + limit
         clip = _Clip()
-        with target.open(encoding="utf-8", errors="replace") as handle:
+        with open(descriptor, encoding="utf-8", errors="replace") as handle:
             for number, piece in self._numbered(handle):
                 if stop is not None and number >= stop:
                     break
                 if number >= first:
                     clip.add(piece)
         return ToolOutput(clip.text())
+
+    def _open_file(self, target: Path, flags: int, error: str, *, create: bool = False) -> int:
+        """A descriptor of the regular file ``target`` (see ``Workspace.open``), blocking;
+        ``ToolError(error)`` when it is anything else. Opened without blocking and looked at
+        before it is used: a FIFO would block the open and the reads. ``create``: a missing
+        file is created, and the folders on its way (the caller looked at what was there)."""
+        if not create:
+            try:
+                info = self.workspace.stat(target)
+            except FileNotFoundError:
+                raise ToolError(error) from None
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(error)
+        descriptor = self.workspace.open(target, flags | os.O_NONBLOCK, make_folders=create)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # changed since it was looked at
+                raise ToolError(error)
+            os.set_blocking(descriptor, True)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
 
     def _numbered(self, handle: TextIO) -> Iterator[tuple[int, str]]:
         """The text of ``handle`` in pieces, each with the 1-based number of its line. A piece
@@ -503,41 +661,47 @@ class Toolbox:
 
     def list_dir(self, path: str = ".") -> ToolOutput:
         target = self.workspace.resolve(path)
-        if not target.is_dir():
+        try:
+            is_folder = stat.S_ISDIR(self.workspace.stat(target).st_mode)
+        except FileNotFoundError:
+            is_folder = False
+        if not is_folder:
             raise ToolError(f"{path!r} is not a folder in the workspace")
         shown: list[tuple[bool, str, str]] = []
-        with os.scandir(target) as entries:
-            for entry in entries:
-                self._check("list_dir")
-                is_folder, line = self._entry(entry)
-                shown.append((not is_folder, entry.name, line))
+        folder = self.workspace.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    self._check("list_dir")
+                    is_folder, line = self._entry(target, entry)
+                    shown.append((not is_folder, entry.name, line))
+        finally:
+            os.close(folder)
         lines = [line for _, _, line in sorted(shown)]
         return ToolOutput(_truncate("\n".join(lines)) if lines else "(empty folder)")
 
-    def _entry(self, entry: os.DirEntry[str]) -> tuple[bool, str]:
-        """Whether ``entry`` is listed with the folders, and its line in the listing. A link
-        is followed only to learn where it points, and its target is looked at only when that
-        is inside the workspace: a link out says so and no more."""
+    def _entry(self, folder: Path, entry: os.DirEntry[str]) -> tuple[bool, str]:
+        """Whether ``entry`` (of ``folder``) is listed with the folders, and its line in the
+        listing. A link is resolved only to learn where it points, and its target is looked at
+        only when that is inside the workspace: a link out says so and no more."""
         name = _printable(entry.name)
         if not entry.is_symlink():
             return _describe(name, entry.stat(follow_symlinks=False), "")
         try:
-            target = Path(entry.path).resolve(strict=True)
-        except (OSError, RuntimeError):  # a dangling link, or a loop of links
-            return False, f"{name}  (broken link)"
-        if not self.workspace.contains(target):
+            target = self.workspace.resolve(folder / entry.name)
+            info = self.workspace.stat(target)
+        except _Outside:
             return False, f"{name}  (link to outside the workspace)"
-        return _describe(name, target.stat(), f"link to {self.workspace.show(target)}")
+        except (OSError, ToolError):  # a dangling link, or a loop of links
+            return False, f"{name}  (broken link)"
+        return _describe(name, info, f"link to {self.workspace.show(target)}")
 
     def search(self, pattern: str, path: str = ".", regex: bool = False) -> ToolOutput:
         matches_line = _matcher(pattern, regex)
         root = self.workspace.resolve(path)
         matches: list[str] = []
         try:
-            for file in self._files(root):
-                text = _text(file)
-                if text is None:
-                    continue
+            for file, text in self._texts(root):
                 for number, line in enumerate(_lines(text), 1):
                     self._check("search")
                     if matches_line(line):
@@ -555,71 +719,107 @@ class Toolbox:
             return ToolOutput(f"no match for {pattern!r}")
         return ToolOutput(_truncate("\n".join(matches)))
 
-    def _files(self, root: Path) -> Iterator[Path]:
-        """The files under ``root`` that search may read (see ``_readable``), folder by folder
-        in name order. Links to folders are not walked into, so a loop of links cannot trap
-        the walk; the walk keeps its own stack, as ``os.walk`` recurses once per level (until
-        Python 3.12) and a deep enough tree would be a RecursionError."""
-        if not root.is_dir():
-            if self._readable(root):
-                yield root
+    def _texts(self, root: Path) -> Iterator[tuple[Path, str]]:
+        """The files under ``root`` (or ``root``, a file) that search may read, each with its
+        text, folder by folder in name order: regular files (a FIFO would block the read) of
+        at most ``_MAX_SEARCH_BYTES``, UTF-8 text, inside the workspace once their links are
+        followed.
+
+        Links to folders are not walked into, so a loop of links cannot trap the walk; the walk
+        keeps its own stack, as ``os.walk`` recurses once per level (until Python 3.12) and a
+        deep enough tree would be a RecursionError. Nothing is reached through a link put on
+        the way meanwhile: a file is opened from its folder's descriptor without following a
+        link, and a folder is read only if it is the one its parent listed (same device and
+        inode, as ``os.fwalk`` checks)."""
+        try:
+            info = self.workspace.stat(root)
+            alone = None if stat.S_ISDIR(info.st_mode) else self._open_file(root, os.O_RDONLY, "")
+        except (OSError, ToolError):
             return
-        folders = [root]
+        if alone is not None:
+            text = self._text(alone)
+            if text is not None:
+                yield root, text
+            return
+        folders = [(root, (info.st_dev, info.st_ino))]
         while folders:
             self._check("search")
-            folder = folders.pop()
+            folder, listed = folders.pop()
             try:
-                with os.scandir(folder) as scan:
-                    entries = sorted(scan, key=lambda entry: entry.name)
+                descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _NO_LINK)
             except OSError:
                 continue
-            subfolders = []
-            for entry in entries:
-                self._check("search")
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in _SKIPPED:
-                        subfolders.append(Path(entry.path))
-                elif self._readable(Path(entry.path)):
-                    yield Path(entry.path)
-            folders.extend(reversed(subfolders))
+            try:
+                now = os.fstat(descriptor)
+                if (now.st_dev, now.st_ino) != listed:
+                    continue  # not the folder listed: it changed meanwhile
+                subfolders = []
+                for name, kind, identity in _listing(descriptor):
+                    self._check("search")
+                    if kind == "folder" and name not in _SKIPPED:
+                        subfolders.append((folder / name, identity))
+                        continue
+                    text = None
+                    if kind == "file":
+                        with contextlib.suppress(OSError):
+                            flags = os.O_RDONLY | os.O_NONBLOCK | _NO_LINK
+                            text = self._text(os.open(name, flags, dir_fd=descriptor))
+                    elif kind == "link":
+                        with contextlib.suppress(OSError, ToolError):
+                            target = self.workspace.resolve(folder / name)
+                            text = self._text(self._open_file(target, os.O_RDONLY, ""))
+                    if text is not None:
+                        yield folder / name, text
+                folders.extend(reversed(subfolders))
+            finally:
+                os.close(descriptor)
 
-    def _readable(self, file: Path) -> bool:
-        """Whether search may read ``file``: a regular file of at most ``_MAX_SEARCH_BYTES``,
-        inside the workspace once its links are followed (a FIFO would block the read)."""
+    @staticmethod
+    def _text(descriptor: int) -> str | None:
+        """The text of the file open as ``descriptor``, which is closed; None when it is not a
+        regular file of at most ``_MAX_SEARCH_BYTES`` of UTF-8 text."""
         try:
-            info = file.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                info = self.workspace.resolve(str(file)).stat()
-        except (OSError, ToolError):
-            return False
-        return stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_SEARCH_BYTES
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SEARCH_BYTES:
+                return None
+            os.set_blocking(descriptor, True)
+            with open(descriptor, encoding="utf-8", closefd=False) as handle:
+                return handle.read(_MAX_SEARCH_BYTES + 1)
+        except (OSError, UnicodeDecodeError):
+            return None
+        finally:
+            os.close(descriptor)
 
     def write_file(self, path: str, content: str) -> ToolOutput:
         target = self.workspace.resolve(path)
-        if target.is_dir():
+        try:
+            info: os.stat_result | None = self.workspace.stat(target)
+        except FileNotFoundError:
+            info = None
+        if info is not None and stat.S_ISDIR(info.st_mode):
             raise ToolError(f"{path!r} is a folder")
-        existed = target.exists()
-        if existed and not target.is_file():
-            raise ToolError(f"{path!r} is not a regular file; write_file only writes files")
-        _make_folders(target.parent)
-        target.write_text(content, encoding="utf-8")
+        not_a_file = f"{path!r} is not a regular file; write_file only writes files"
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            raise ToolError(not_a_file)
+        flags = os.O_WRONLY | os.O_CREAT
+        _write(self._open_file(target, flags, not_a_file, create=True), content)
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-        verb = "overwrote" if existed else "created"
+        verb = "overwrote" if info is not None else "created"
         return ToolOutput(f"{verb} {self.workspace.show(target)} ({lines} lines)")
 
     def edit_file(self, path: str, old_text: str, new_text: str) -> ToolOutput:
         target = self.workspace.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"{path!r} is not a file in the workspace")
-        if target.stat().st_size > _MAX_EDIT_BYTES:
-            raise ToolError(
-                f"{path!r} is larger than {_MAX_EDIT_BYTES:,} bytes, too large to edit here; "
-                "use run_command with a tool made for large files"
-            )
-        try:
-            text = target.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ToolError(f"{path!r} is not UTF-8 text; edit_file only edits text") from None
+        not_a_file = f"{path!r} is not a file in the workspace"
+        with open(self._open_file(target, os.O_RDONLY, not_a_file), encoding="utf-8") as handle:
+            if os.fstat(handle.fileno()).st_size > _MAX_EDIT_BYTES:
+                raise ToolError(
+                    f"{path!r} is larger than {_MAX_EDIT_BYTES:,} bytes, too large to edit "
+                    "here; use run_command with a tool made for large files"
+                )
+            try:
+                text = handle.read()
+            except UnicodeDecodeError:
+                raise ToolError(f"{path!r} is not UTF-8 text; edit_file only edits text") from None
         found = text.count(old_text)
         if found == 0:
             raise ToolError(
@@ -630,7 +830,9 @@ class Toolbox:
             raise ToolError(
                 f"old_text occurs {found} times in {path}; include more context so it is unique"
             )
-        target.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
+        _write(
+            self._open_file(target, os.O_WRONLY, not_a_file), text.replace(old_text, new_text, 1)
+        )
         return ToolOutput(f"edited {self.workspace.show(target)}")
 
     def run_command(self, command: str, timeout: float | None = None) -> ToolOutput:
@@ -782,12 +984,32 @@ class _Output:
         self._pipe.close()
 
 
-def _text(file: Path) -> str | None:
-    """The text of ``file``, or None when it is not UTF-8 text (or cannot be read)."""
-    try:
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+def _listing(folder: int) -> list[tuple[str, str, tuple[int, int]]]:
+    """The entries of the open ``folder`` in name order, each a name, a kind (``folder``,
+    ``file``: a regular one, ``link``, or ``other``) and its device and inode; links are not
+    followed."""
+    entries = []
+    with os.scandir(folder) as scan:
+        for entry in scan:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                info = entry.stat(follow_symlinks=False)
+                kinds = [kind for kind, test in _KINDS if test(info.st_mode)]
+                entries.append(
+                    (entry.name, kinds[0] if kinds else "other", (info.st_dev, info.st_ino))
+                )
+    return sorted(entries)
+
+
+#: What ``_listing`` tells apart.
+_KINDS = (("folder", stat.S_ISDIR), ("file", stat.S_ISREG), ("link", stat.S_ISLNK))
+
+
+def _write(descriptor: int, text: str) -> None:
+    """Make ``text`` (as UTF-8) the whole content of the file open as ``descriptor``, which is
+    closed."""
+    with open(descriptor, "w", encoding="utf-8") as handle:
+        os.ftruncate(descriptor, 0)
+        handle.write(text)
 
 
 def _describe(name: str, info: os.stat_result, link: str) -> tuple[bool, str]:
@@ -799,22 +1021,11 @@ def _describe(name: str, info: os.stat_result, link: str) -> tuple[bool, str]:
     return False, f"{name}  ({link}, {detail})" if link else f"{name}  ({detail})"
 
 
-def _make_folders(folder: Path) -> None:
-    """Create ``folder`` and the folders missing above it, top down. ``Path.mkdir(parents=
-    True)`` recurses once per missing folder, which a deep enough path turns into a
-    RecursionError."""
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for each in reversed(missing):
-        each.mkdir()
-
-
 def _kill(process: subprocess.Popen[bytes]) -> None:
     """Kill the command and every process of it that can be found: its process group, the rest
-    of its session (a process that moved to a group of its own), and the descendants of any of
-    them (one that left for a session of its own, as ``setsid`` does, while its parent lives).
+    of its session (a process that moved to a group of its own, even once its parent is gone),
+    and the descendants of any of them (one that left for a session of its own, as ``setsid``
+    does, while its parent lives).
 
     One that left both, its parent gone (a double fork into a session of its own), cannot be
     told from the user's other processes: only a sandbox reaches it (its PID namespace dies
@@ -830,45 +1041,28 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         pass
     except OSError:  # pragma: no cover - a platform without process groups
         process.kill()
-    for pid in strays:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    for stray in strays:
+        # psutil checks that the PID is still the process found, not a new one that reused it.
+        with contextlib.suppress(psutil.Error):
+            stray.kill()
 
 
-def _processes_of(leader: int) -> set[int]:
-    """The processes of the session ``leader`` leads, and all their descendants, as ``/proc``
-    lists them now (none where there is no ``/proc``); ``leader`` itself is left out."""
-    children: dict[int, list[int]] = {}
-    members = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return set()
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as status:
-                line = status.read()
-        except OSError:  # gone meanwhile
-            continue
-        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
-        fields = line[line.rfind(b")") + 2 :].split()
-        if len(fields) < 4:
-            continue
-        pid, parent, session = int(name), int(fields[1]), int(fields[3])
-        children.setdefault(parent, []).append(pid)
-        if session == leader:
-            members.append(pid)
-    found: set[int] = set()
-    waiting = [leader, *members]
-    while waiting:
-        pid = waiting.pop()
-        if pid not in found:
-            found.add(pid)
-            waiting.extend(children.get(pid, ()))
-    found.discard(leader)
-    return found
+def _processes_of(leader: int) -> list[psutil.Process]:
+    """The processes of the session ``leader`` leads and all their descendants, as they are
+    now; ``leader`` itself is left out."""
+    roots = []
+    for candidate in psutil.process_iter():
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if os.getsid(candidate.pid) == leader:
+                roots.append(candidate)
+    found: dict[int, psutil.Process] = {}
+    for root in roots:
+        if root.pid in found:
+            continue  # a descendant of a member looked at already
+        with contextlib.suppress(psutil.Error):
+            found.update((each.pid, each) for each in [root, *root.children(recursive=True)])
+    found.pop(leader, None)
+    return list(found.values())
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
