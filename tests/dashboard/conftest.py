@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -168,3 +169,11 @@ def gone_fleet(path: Path) -> SqliteLedger:
     ledger = SqliteLedger(path)
     ledger.register(RunInfo("alive", started=then - 10))
     return ledger
+
+
+def run_path(run_id: str) -> str:
+    """``run_id`` as the page's script writes it in a path (``runPath`` in ``static/app.js``)."""
+    from haltwise.dashboard.app import ESCAPE  # the app needs the extra, checked for above
+
+    escaped = run_id in ("", ".", "..") or run_id.startswith(ESCAPE)
+    return (ESCAPE if escaped else "") + quote(run_id, safe="")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from haltwise.engine.errors import ConfigurationError, LedgerError
 from haltwise.engine.ledger import MemoryLedger, Pending, RunInfo
 from haltwise.ledgers.sqlite import SqliteLedger
 
-from .conftest import CHOICES, DashboardProcess, Stuck, clean_env, gone_fleet
+from .conftest import CHOICES, DashboardProcess, Stuck, clean_env, gone_fleet, run_path
 
 TOKEN = "a-token-for-these-tests-only"
 
@@ -385,6 +386,88 @@ def test_an_id_with_slashes_is_opened_answered_and_stopped_whole(tmp_path: Path)
             assert client.request(method, "/api/runs/job/stop", headers=headers).status_code == 405
         assert ledger.killed("job") is None
     finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+def test_ids_a_path_cannot_hold_as_they_are_are_opened_answered_and_stopped(
+    tmp_path: Path,
+) -> None:
+    # Written as they are, "." and ".." are resolved away by browsers and URL libraries (httpx
+    # too: /api/runs/../stop would be /api/stop), and "" names no run: they, and the ids that
+    # start with the escape, are written with it.
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ids = (".", "..", "", "~", "~..", "~x/..", "./x")
+    for run_id in ids:
+        ledger.register(RunInfo(run_id, keys=("k",)))
+        ledger.ask(run_id, f"Go on with {run_id}?", CHOICES)
+    watched, client = sqlite_client(path)
+    headers = {TOKEN_HEADER: TOKEN}
+    try:
+        for run_id in ids:
+            written = run_path(run_id)
+            assert written not in ("", ".", "..")
+            assert client.get(f"/runs/{written}").status_code == 200  # the page
+            detail = client.get(f"/api/runs/{written}", headers=headers)
+            assert detail.status_code == 200, (run_id, detail.text)
+            assert detail.json()["run"]["run_id"] == run_id
+            assert detail.json()["pending"]["question"] == f"Go on with {run_id}?"
+            answered = client.post(
+                f"/api/runs/{written}/answer", json={"choice": "continue"}, headers=headers
+            )
+            assert answered.json() == {"run_id": run_id, "answer": "continue", "amount": None}
+            assert ledger.pending(run_id)[0].answer == "continue"
+            stopped = client.post(f"/api/runs/{written}/stop", headers=headers)
+            assert stopped.json() == {"told": [run_id]}
+            assert ledger.killed(run_id) == "stopped from the dashboard"
+    finally:
+        client.__exit__(None, None, None)
+        watched.close()
+        ledger.close()
+
+
+def test_an_action_while_another_process_holds_the_write_lock_is_503_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("waits", keys=("team-a",)))
+    ledger.ask("waits", "Go on?", CHOICES)
+    watched, client = sqlite_client(path)
+    headers = {TOKEN_HEADER: TOKEN}
+    locker = sqlite3.connect(path, isolation_level=None)  # another process, on the same file
+    actions: list[tuple[str, dict[str, Any]]] = [
+        ("/api/runs/waits/stop", {}),
+        ("/api/runs/waits/answer", {"choice": "continue"}),
+        ("/api/stop", {"key": "team-a"}),
+    ]
+    try:
+        locker.execute("BEGIN IMMEDIATE")  # it writes, for longer than any action waits
+        for action, body in actions:
+            started = time.monotonic()
+            busy = client.post(action, json=body, headers=headers)
+            assert time.monotonic() - started < 3.0, action
+            assert busy.status_code == 503, busy.text
+            assert busy.headers["retry-after"] == "1"
+            assert busy.json()["error"] == (
+                f"the SQLite ledger {str(path)!r} is busy: another process holds its write "
+                "lock (waited 1s); nothing was changed, try again"
+            )
+        assert state_of(client)["ok"]  # the page goes on showing the fleet meanwhile
+        locker.execute("ROLLBACK")
+        assert ledger.killed("waits") is None
+        assert ledger.pending("waits")[0].answer is None
+        # Tried again once the lock is let go of, each is taken.
+        for action, body in actions[:2]:
+            assert client.post(action, json=body, headers=headers).status_code == 200, action
+        assert ledger.killed("waits") == "stopped from the dashboard"
+        assert ledger.pending("waits")[0].answer == "continue"
+    finally:
+        if locker.in_transaction:
+            locker.execute("ROLLBACK")
+        locker.close()
         client.__exit__(None, None, None)
         watched.close()
         ledger.close()

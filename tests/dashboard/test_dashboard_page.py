@@ -1,6 +1,7 @@
-"""The page, in Chromium, over ledgers that are not as tidy as a demo's: run ids with slashes
-and with characters that would disguise them, text too long for a card, runs whose process is
-gone, more live runs than the dashboard reads, and a ledger whose reads hang.
+"""The page, in Chromium, over ledgers that are not as tidy as a demo's: run ids with slashes,
+ids a path cannot hold as they are ("." and "..") and ids with characters that would disguise
+them, text too long for a card, runs whose process is gone, more live runs than the dashboard
+reads, a ledger whose reads hang, and one whose write lock another process holds.
 
 Each test serves a real ``haltwise dashboard`` process over a SQLite file, except the one whose
 ledger must hang on cue: that app is served on a thread of this process.
@@ -8,6 +9,7 @@ ledger must hang on cue: that app is served on a thread of this process.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,82 @@ def test_a_run_whose_id_has_slashes_is_opened_answered_and_stopped(
         dashboard.stop()
         ledger.close()
     assert errors == []
+
+
+def test_runs_whose_ids_are_dots_are_opened_answered_and_stopped(
+    tmp_path: Path, browser: Any
+) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    for run_id in (".", ".."):
+        ledger.register(RunInfo(run_id))
+        ledger.heartbeat(run_id, {"turns": 2}, "waiting")
+        ledger.ask(run_id, f"Go on with {run_id}?", CHOICES)
+    dashboard = DashboardProcess(f"sqlite://{path}", clean_env(tmp_path))
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        page.goto(dashboard.url)
+        # From the fleet: ".." answered on its card, "." stopped in its row.
+        card = page.locator("#approvals .card", has=page.locator('a[href="/runs/~.."]'))
+        card.get_by_role("button", name="Continue").click()
+        wait_for(lambda: ledger.pending("..")[0].answer == "continue")
+        page.locator('#live tr[data-key="."]').get_by_role("button", name="Stop").click()
+        wait_for(lambda: ledger.killed(".") == "stopped from the dashboard")
+        # "."'s page, from its link: answered there, and found again by its address.
+        page.locator('#live tr[data-key="."] a').click()
+        page.wait_for_url(f"{dashboard.base}/runs/~.")
+        page.locator("#run-title").get_by_text(".", exact=True).wait_for()
+        page.locator("#run-approval").get_by_role("button", name="Continue").click()
+        wait_for(lambda: ledger.pending(".")[0].answer == "continue")
+        page.reload()
+        page.locator("#run-title").get_by_text(".", exact=True).wait_for()
+        # ".."'s page, by its address: stopped there.
+        page.goto(f"{dashboard.base}/runs/~..")
+        page.locator("#run-title").get_by_text("..", exact=True).wait_for()
+        page.locator("#run-status").get_by_text("waiting").wait_for()
+        page.locator("#run-stop").click()
+        wait_for(lambda: ledger.killed("..") == "stopped from the dashboard")
+        assert page.url == f"{dashboard.base}/runs/~.."
+    finally:
+        page.close()
+        dashboard.stop()
+        ledger.close()
+    assert errors == []
+
+
+def test_a_stop_while_another_process_holds_the_write_lock_says_so_and_can_be_clicked_again(
+    tmp_path: Path, browser: Any
+) -> None:
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("r1"))
+    dashboard = DashboardProcess(f"sqlite://{path}", clean_env(tmp_path))
+    page = browser.new_page()
+    locker = sqlite3.connect(path, isolation_level=None)  # another process, on the same file
+    try:
+        page.goto(dashboard.url)
+        row = page.locator('#live tr[data-key="r1"]')
+        row.get_by_role("button", name="Stop", exact=True).wait_for()
+        locker.execute("BEGIN IMMEDIATE")  # it writes, for longer than a stop waits
+        row.get_by_role("button", name="Stop", exact=True).click()
+        banner = page.locator("#banner")
+        banner.get_by_text("is busy: another process holds its write lock").wait_for(timeout=5_000)
+        assert banner.inner_text().endswith("nothing was changed, try again")
+        assert row.get_by_role("button", name="Stop", exact=True).is_enabled()
+        locker.execute("ROLLBACK")
+        assert ledger.killed("r1") is None
+        row.get_by_role("button", name="Stop", exact=True).click()
+        wait_for(lambda: ledger.killed("r1") == "stopped from the dashboard")
+        row.get_by_role("button", name="Stopping…").wait_for()
+    finally:
+        if locker.in_transaction:
+            locker.execute("ROLLBACK")
+        locker.close()
+        page.close()
+        dashboard.stop()
+        ledger.close()
 
 
 def test_ids_cannot_pass_for_others_and_long_text_stays_in_its_card(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -176,6 +177,38 @@ def test_stop_refuses_a_run_whose_process_is_gone(tmp_path: Path) -> None:
         "alive: told to stop (enough)",
         "dead: gone (its process is not heard from): it stops if it comes back",
     ]
+
+
+def test_stop_and_approve_say_a_busy_ledger_is_busy_and_change_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    with SqliteLedger(path) as ledger:
+        ledger.register(RunInfo("waits"))
+        ledger.ask("waits", "Go on?", ("continue", "abort"))
+    env = fleet_env(tmp_path)
+    busy = (
+        f"the SQLite ledger {str(path)!r} is busy: another process holds its write lock "
+        "(waited 1s); nothing was changed, try again"
+    )
+    locker = sqlite3.connect(path, isolation_level=None)  # another process, on the same file
+    try:
+        locker.execute("BEGIN IMMEDIATE")  # it writes, for longer than any command waits
+        for command in (["stop", "waits"], ["stop", "--all"], ["approve", "waits", "--continue"]):
+            started = time.monotonic()
+            refused = haltwise(*command, env=env)
+            assert time.monotonic() - started < 10, command  # a second's wait, and Python's start
+            assert (refused.returncode, refused.stdout) == (1, ""), command
+            assert refused.stderr == f"haltwise {command[0]}: {busy}\n"
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    with SqliteLedger(path) as ledger:
+        assert ledger.killed("waits") is None
+        assert ledger.pending("waits")[0].answer is None
+    # Run again once the lock is let go of, each is taken.
+    approved = haltwise("approve", "waits", "--continue", env=env)
+    assert (approved.returncode, approved.stdout) == (0, "waits: continue (to 'Go on?')\n")
+    told = haltwise("stop", "waits", "--reason", "enough", env=env)
+    assert (told.returncode, told.stdout) == (0, "waits: told to stop (enough)\n")
 
 
 def test_commands_that_read_runs_make_no_ledger_where_a_mistyped_path_points(

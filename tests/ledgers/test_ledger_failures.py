@@ -4,7 +4,8 @@ A file that is not a SQLite database and bad URLs are refused when opened, sayin
 accepted, and the file is left as it was; a command that only reads makes no ledger where a
 mistyped path points. A SQLite file deleted under a running process stops it from spending in
 a file no other process sees (its heartbeats and its reads find it out); a ledger that only
-reads (a dashboard) follows the path to the new file. Reads never wait for the write lock. A
+reads (a dashboard) follows the path to the new file. Reads never wait for the write lock; a
+stop or an answer waits a second for it, a run's write longer, then says the ledger is busy. A
 Redis server that stops mid-run stops a run with shared limits (``ledger_unavailable``, naming
 the URL and the error); restarted, it has every count it had, and the ledgers that were open
 carry on.
@@ -16,6 +17,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ from haltwise import (
 )
 from haltwise.engine.errors import LedgerError
 from haltwise.engine.ledger import Budget, RunInfo
-from haltwise.ledgers import open_ledger
+from haltwise.ledgers import LedgerBusy, open_ledger
 from haltwise.ledgers import sqlite as sqlite_ledger
 from haltwise.ledgers.sqlite import SqliteLedger
 
@@ -148,10 +150,7 @@ def test_a_reader_follows_its_sqlite_file_replaced_and_fails_while_there_is_none
         watching.close()
 
 
-def test_reads_never_wait_for_the_write_lock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_ledger, "_BUSY_SECONDS", 2.0)  # a write gives up sooner here
+def test_reads_never_wait_for_the_write_lock(tmp_path: Path) -> None:
     path = tmp_path / "fleet.db"
     ledger = SqliteLedger(path)
     ledger.register(RunInfo("r1"))
@@ -183,12 +182,50 @@ def test_reads_never_wait_for_the_write_lock(
         assert ledger.killed("r1") is None
         assert time.monotonic() - started < 1.0  # none waited behind the stop, nor the lock
         stopping.join(timeout=10)
-        assert failed == [f"the SQLite ledger {str(path)!r} failed: database is locked"]
+        assert failed == [
+            f"the SQLite ledger {str(path)!r} is busy: another process holds its write lock "
+            "(waited 1s); nothing was changed, try again"
+        ]
     finally:
         locker.execute("ROLLBACK")
         locker.close()
         stopping.join(timeout=10)
         ledger.close()
+
+
+def test_a_stop_or_an_answer_waits_a_second_for_the_write_lock_and_a_run_its_whole_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_ledger, "_BUSY_SECONDS", 2.5)  # a run's write gives up sooner here
+    path = tmp_path / "fleet.db"
+    ledger = SqliteLedger(path)
+    ledger.register(RunInfo("r1"))
+    ledger.ask("r1", "Go on?", ("continue", "abort"))
+    locker = sqlite3.connect(path, isolation_level=None)  # another process, on the same file
+    busy = f"the SQLite ledger {str(path)!r} is busy: another process holds its write lock"
+    try:
+        locker.execute("BEGIN IMMEDIATE")  # it writes, for longer than any wait
+        actions: list[Callable[[], object]] = [
+            lambda: ledger.kill("r1", "enough"),
+            lambda: ledger.answer("r1", "continue"),
+            lambda: ledger.heartbeat("r1", {"turns": 1}, "running"),  # the run's own
+        ]
+        for action, waited in zip(actions, (1.0, 1.0, 2.5), strict=True):
+            started = time.monotonic()
+            with pytest.raises(LedgerBusy) as refused:
+                action()
+            assert waited <= time.monotonic() - started < waited + 1.0
+            assert str(refused.value) == (
+                f"{busy} (waited {waited:g}s); nothing was changed, try again"
+            )
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert ledger.killed("r1") is None
+    assert ledger.pending("r1")[0].answer is None
+    assert ledger.kill("r1", "enough") == ["r1"]  # the same, once the lock is let go of
+    assert ledger.answer("r1", "continue").answer == "continue"
+    ledger.close()
 
 
 def test_redis_stopped_mid_run_stops_the_run_and_restarted_has_every_count(

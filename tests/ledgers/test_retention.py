@@ -130,6 +130,7 @@ def test_redis_keys_expire_and_the_indexes_let_go_of_them(redis_server: RedisSer
             f"{prefix}budget:{current.id}",
             f"{prefix}budget:{forever.id}",
             f"{prefix}budgets",
+            f"{prefix}ended:indexed",  # says the first releases' ended runs are indexed: kept
             f"{prefix}live",
             f"{prefix}run:live",
             f"{prefix}runs",

@@ -1,6 +1,8 @@
 """``haltwise approve RUN``: answer the question a run waits on, from anywhere. A run that is
 not running (it ended, its process is gone without ending it, or no run has that id) is an
-error, exit 1, saying which: its question, if any, is closed."""
+error, exit 1, saying which: its question, if any, is closed. A ledger whose write lock another
+process holds (a SQLite file) is waited for a second, then is an error too, exit 1: the question
+is still open, and the same command can be given again."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 is not live (it ended, or no run has that id: ids are given whole) is an error, exit 1, as
 ``haltwise approve`` of a run that is not running is; so is a run that is gone (not heard from
 for a minute: its process died without ending it), which nothing would hear. ``--all`` tells
-every live run, and says which of them are gone."""
+every live run, and says which of them are gone. A ledger whose write lock another process
+holds (a SQLite file) is waited for a second, then is an error too, exit 1, as for ``haltwise
+approve``: no run was told, and the same command can be given again."""
 
 from __future__ import annotations
 

@@ -15,10 +15,16 @@
   only, the token in the header only (a form on another site cannot set a header, so it cannot
   act for the user), compared in constant time. Without it: 403, and nothing happens. Stopping
   a run that is not live (or gone: its process is not heard from), answering one that is not
-  waiting, and any action the ledger refuses or cannot take, is 409 with the ledger's reason.
+  waiting, and any action the ledger refuses or cannot take, is 409 with the ledger's reason;
+  one the ledger could not take yet, since another process holds its write lock (``LedgerBusy``:
+  an action waits a second at most), is 503 saying so: nothing was done, try again.
 
 ``RUN`` is the run's id percent-encoded as one segment (``team-a%2Fjob-42``): any id, slashes
-and all, is taken whole.
+and all, is taken whole. An id that a path cannot hold as it is (``.`` and ``..``, which
+browsers resolve away, written ``%2E`` or not, as most URL libraries do; and the empty id) is
+written with a ``~`` before it (``~..``), and so is an id that starts with ``~`` (``~~x``):
+the server takes off one leading ``~``. The page's script writes and reads ids the same way
+(``runPath`` and ``currentRun`` in ``static/app.js``).
 
 One poller reads the ledger every ``interval`` seconds (at once after an action) on a worker
 thread; every open page shares its snapshot.
@@ -48,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import Ledger, unheard
+from ..ledgers import LedgerBusy
 from .watch import Watcher
 
 __all__ = ["TOKEN_HEADER", "Dashboard", "create_app"]
@@ -59,6 +66,8 @@ CHOICES = ("continue", "extend", "wrap_up", "abort")
 MAX_EXTEND = 10_000
 #: The event stream says when the ledger last answered at least this often (seconds).
 READ_EVERY = 2.0
+#: What starts a run's id in a path when the id is escaped (see the module's docstring).
+ESCAPE = "~"
 
 STATIC = resources.files(__package__) / "static"
 
@@ -209,6 +218,12 @@ def _problem(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _run_id(request: Request) -> str:
+    """The run a request's path names: ``RUN`` decoded, its escape taken off."""
+    written: str = request.path_params["run_id"]
+    return written.removeprefix(ESCAPE)
+
+
 def _names_an_action(request: Request) -> bool:
     """Whether a request for a run's page names an action in its path as sent (``GET
     /api/runs/RUN/stop``, the id one segment, its own slashes encoded): it is answered 405,
@@ -265,7 +280,7 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
             return Response(status_code=405, headers={"allow": "POST"})
         if not dashboard.authorized(request):
             return _refused()
-        run_id = request.path_params["run_id"]
+        run_id = _run_id(request)
         try:
             detail = await anyio.to_thread.run_sync(dashboard.run_detail, run_id)
         except LedgerError as error:
@@ -281,6 +296,10 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     async def act(work: Callable[[], Any]) -> Response:
         try:
             result = await anyio.to_thread.run_sync(work)
+        except LedgerBusy as error:  # nothing was refused: the same action may succeed soon
+            return JSONResponse(
+                {"error": str(error)}, status_code=503, headers={"retry-after": "1"}
+            )
         except LedgerError as error:
             return _problem(str(error), 409)
         dashboard.wake()
@@ -289,7 +308,7 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     async def answer(request: Request) -> Response:
         if not dashboard.authorized(request):
             return _refused()
-        run_id = request.path_params["run_id"]
+        run_id = _run_id(request)
         body = await _body(request)
         choice = None if body is None else body.get("choice")
         amount = None if body is None else body.get("amount")
@@ -311,7 +330,7 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
     async def stop(request: Request) -> Response:
         if not dashboard.authorized(request):
             return _refused()
-        run_id = request.path_params["run_id"]
+        run_id = _run_id(request)
 
         def work() -> dict[str, Any]:
             info = ledger.run_info(run_id)
@@ -363,7 +382,8 @@ def create_app(ledger: Ledger, *, token: str, interval: float = 0.25) -> Starlet
             Route("/api/state", state),
             Route("/api/events", events),
             # Path parameters: an id with slashes (sent as %2F, which the path has decoded)
-            # is taken whole. The actions come first, and their paths end in their names.
+            # is taken whole (``_run_id`` reads it). The actions come first, and their paths
+            # end in their names.
             Route("/api/runs/{run_id:path}/answer", answer, methods=["POST"]),
             Route("/api/runs/{run_id:path}/stop", stop, methods=["POST"]),
             Route("/api/runs/{run_id:path}", run_detail),

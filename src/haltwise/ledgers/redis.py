@@ -11,7 +11,15 @@ does); a run's record ``retention`` after it ends, or, renewed by each heartbeat
 after it would be gone (not heard from: see ``haltwise.engine.ledger``), so a live run's never
 does. The indexes that name them (runs by start, ended runs by end, live runs, questions, kill
 flags, budgets) are cleared of what expired every ten minutes at most, as a process registers a
-run. (Runs ended by a haltwise older than the index of ended runs are not in it.)
+run.
+
+The index of ended runs is newer than the rest: an older haltwise ended runs with no entry in
+it. The first reads of ended runs put those in (``_INDEX_ENDED``), walking the index by start
+from the newest, a few hundred runs (a few milliseconds of the server's time) per read, until a
+key (``PREFIX ended:indexed``) says it is done for good. A run ended longer ago than
+``retention`` is left out, and one whose record never expires (ended by a haltwise older than
+retention) is given the expiry it would have had. Runs that an older haltwise ends after that
+(in a fleet upgraded a machine at a time) are not in it: delete that key to look again.
 
 Needs ``haltwise[redis]``; imported only when a ``redis://`` URL is used.
 """
@@ -372,6 +380,68 @@ return 0
 )
 
 
+#: One call of ``_INDEX_ENDED`` looks at this many runs of the index by start at most, and
+#: stops once it has decoded this many bytes of their records (the server does nothing else
+#: meanwhile: a few milliseconds, however large a run's final output was).
+_INDEX_RUNS = 500
+_INDEX_BYTES = 256 * 1024
+
+# KEYS: runs index, live set, ended runs index, the key saying how far it got ("SCORE COUNT":
+# the score reached, and how many runs of that score were looked at; "done" at the end); ARGV:
+# prefix, retention, how many runs and bytes at most. Puts the runs that ended with no entry in
+# the index of ended runs into it, walking the index by start from the newest; 1 once there are
+# none left. Each call is atomic and may be made again (an entry is added once, an expiry given
+# only where there is none), by any number of processes at once: they share where it got to.
+_INDEX_ENDED = _Script(
+    """
+local state = redis.call('GET', KEYS[4])
+if state == 'done' then return 1 end
+local top, skip = '+inf', 0
+if state then
+  local space = string.find(state, ' ', 1, true)
+  top, skip = string.sub(state, 1, space - 1), tonumber(string.sub(state, space + 1))
+end
+local most, budget = tonumber(ARGV[3]), tonumber(ARGV[4])
+local batch = redis.call(
+  'ZREVRANGEBYSCORE', KEYS[1], top, '-inf', 'WITHSCORES', 'LIMIT', skip, most)
+local t = redis.call('TIME')
+local keep = tonumber(ARGV[2])
+local old = tonumber(t[1]) - keep
+local last, same, read, cut = top, skip, 0, false
+for i = 1, #batch, 2 do
+  if read >= budget then
+    cut = true
+    break
+  end
+  local id, started = batch[i], batch[i + 1]
+  if started == last then same = same + 1 else last, same = started, 1 end
+  local name = ARGV[1] .. 'run:' .. id
+  if not redis.call('ZSCORE', KEYS[3], id) and redis.call('SISMEMBER', KEYS[2], id) == 0 then
+    local info = redis.call('HGET', name, 'info')
+    if info then
+      read = read + #info
+      local decoded, data = pcall(cjson.decode, info)  -- a record it cannot read is left be
+      local ended = decoded and type(data) == 'table' and data['outcome'] ~= nil
+        and data['outcome'] ~= cjson.null and tonumber(data['heartbeat'])
+      if ended then
+        if redis.call('TTL', name) == -1 then
+          redis.call('EXPIREAT', name, string.format('%d', math.ceil(ended + keep)))
+        end
+        if ended > old then redis.call('ZADD', KEYS[3], 'NX', ended, id) end
+      end
+    end
+  end
+end
+if not cut and #batch < 2 * most then
+  redis.call('SET', KEYS[4], 'done')
+  return 1
+end
+redis.call('SET', KEYS[4], last .. ' ' .. same)
+return 0
+"""
+)
+
+
 class RedisLedger(Ledger):
     """A ledger in Redis, shared by every machine that reaches it.
 
@@ -402,6 +472,9 @@ class RedisLedger(Ledger):
         self._keep = _bulk(b"%d" % max(1, math.ceil(retention)))
         #: When this process looks for what expired next (``time.monotonic()``).
         self._next_prune = 0.0
+        #: Whether the index of ended runs is known to hold the runs an older haltwise ended
+        #: (see the module's docstring): until then, each read of ended runs adds some.
+        self._ended_indexed = False
         try:
             self._redis = redis.Redis.from_url(
                 url,
@@ -692,9 +765,19 @@ class RedisLedger(Ledger):
         return self._call(runs)
 
     def ended_runs(self, *, limit: int = 100) -> list[RunInfo]:
+        if limit <= 0:
+            return []
+        if not self._ended_indexed:
+            keys = [self._key(name) for name in ("runs", "live", "ended", "ended:indexed")]
+            args: list[str | int | float] = [
+                self.prefix,
+                self.retention,
+                _INDEX_RUNS,
+                _INDEX_BYTES,
+            ]
+            self._ended_indexed = bool(self._eval(_INDEX_ENDED, keys, args))
+
         def ended() -> list[RunInfo]:
-            if limit <= 0:
-                return []
             # The index is in order of end: only the runs shown are read.
             latest = self._redis.zrevrange(self._key("ended"), 0, limit - 1)
             return [info for info in self._infos([str(i) for i in latest]) if not info.live]

@@ -2,8 +2,10 @@
 
 Every budget operation is one ``BEGIN IMMEDIATE`` transaction, so a check and the spend it
 allows are one step across processes (SQLite takes the write lock at the start of the
-transaction; others wait for it, with short pauses, for up to 30 seconds). Each budget's row
-keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
+transaction; others wait for it, with short pauses, for up to 30 seconds; what a person does
+from elsewhere, a stop or an answer, waits a second at most: they are waiting to see it done,
+and can try again). A write that waited in vain changed nothing: ``LedgerBusy``. Each budget's
+row keeps what is spent and what is held, so a check reads one row; reservations lapse lazily
 (swept when they would refuse a request, and every ten minutes). WAL mode lets readers go on
 meanwhile: reads go through a connection of their own, so that a read (a dashboard's poll) never
 waits behind a write waiting for that lock, and no read takes the write lock (what is held is
@@ -56,6 +58,7 @@ from ..engine.ledger import (
     new_id,
     not_running,
 )
+from . import LedgerBusy
 
 __all__ = ["SqliteLedger"]
 
@@ -115,6 +118,9 @@ CREATE TABLE IF NOT EXISTS ledger_pending (
 
 #: How long a call waits for another process's write to end, in seconds, before it fails.
 _BUSY_SECONDS = 30.0
+#: The same for what a person does from elsewhere (``kill`` and ``answer``, from ``haltwise
+#: stop``, ``haltwise approve`` or the dashboard): they wait to see it done, or to try again.
+_ACTION_SECONDS = 1.0
 
 #: The first and the longest pause while waiting for it, in seconds (each pause is doubled).
 _FIRST_PAUSE = 0.00005
@@ -265,12 +271,23 @@ class SqliteLedger(Ledger):
         return f"sqlite://{self.path}" if self.path.is_absolute() else f"sqlite:///{self.path}"
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, patience: float | None = None) -> Iterator[sqlite3.Connection]:
+        """A write transaction, once the write lock is taken: waited for ``patience`` seconds
+        at most (``_BUSY_SECONDS`` by default), else ``LedgerBusy``."""
         if self._lost is not None:
             raise self._lost
+        seconds = _BUSY_SECONDS if patience is None else patience
         with self._lock:
             try:
-                self._patiently(lambda: self._db.execute("BEGIN IMMEDIATE"))
+                try:
+                    self._patiently(lambda: self._db.execute("BEGIN IMMEDIATE"), seconds)
+                except sqlite3.OperationalError as error:
+                    if not _locked(error):
+                        raise
+                    raise LedgerBusy(
+                        f"the SQLite ledger {str(self.path)!r} is busy: another process holds "
+                        f"its write lock (waited {seconds:g}s); nothing was changed, try again"
+                    ) from None
                 try:
                     yield self._db
                 except BaseException:
@@ -296,25 +313,25 @@ class SqliteLedger(Ledger):
                     )
                     self._reader.execute("PRAGMA busy_timeout=0")  # see _patiently
                 reader = self._reader
-                return self._patiently(lambda: reader.execute(sql, args).fetchall())
+                return self._patiently(lambda: reader.execute(sql, args).fetchall(), _BUSY_SECONDS)
             except sqlite3.Error as error:
                 raise LedgerError(f"the SQLite ledger {str(self.path)!r} failed: {error}") from None
 
     @staticmethod
-    def _patiently(action: Callable[[], T]) -> T:
+    def _patiently(action: Callable[[], T], seconds: float) -> T:
         """``action``, tried again after a short pause while another connection holds the lock
         it needs (SQLite's own busy handler is off: it sleeps a millisecond at least, while
-        the lock is let go of and taken again many times), for ``_BUSY_SECONDS`` at most."""
+        the lock is let go of and taken again many times), for ``seconds`` at most."""
         pause = _FIRST_PAUSE
         deadline = 0.0
         while True:
             try:
                 return action()
             except sqlite3.OperationalError as error:
-                if not str(error).startswith("database is locked"):
+                if not _locked(error):
                     raise
                 now = time.monotonic()
-                deadline = deadline or now + _BUSY_SECONDS
+                deadline = deadline or now + seconds
                 if now > deadline:
                     raise
             time.sleep(pause * (0.5 + random.random()))  # jittered, so waiters do not collide
@@ -664,7 +681,7 @@ class SqliteLedger(Ledger):
 
     def kill(self, run_id: str | None, reason: str, *, key: str | None = None) -> list[str]:
         self._check_file()
-        with self._transaction() as db:
+        with self._transaction(patience=_ACTION_SECONDS) as db:
             if run_id is not None:
                 rows = db.execute(
                     "SELECT run_id, info FROM ledger_runs WHERE run_id = ? AND live = 1",
@@ -702,7 +719,7 @@ class SqliteLedger(Ledger):
 
     def answer(self, run_id: str, choice: str, amount: int | None = None) -> Pending:
         self._check_file()
-        with self._transaction() as db:
+        with self._transaction(patience=_ACTION_SECONDS) as db:
             run = db.execute("SELECT info FROM ledger_runs WHERE run_id = ?", (run_id,)).fetchone()
             info = None if run is None else RunInfo.from_dict(json.loads(run[0]))
             now = self._clock()
@@ -747,6 +764,11 @@ class SqliteLedger(Ledger):
             for found, question, choices, asked, answer, amount, info in rows
             if RunInfo.from_dict(json.loads(info)).running(now, self.gone_after)
         ]
+
+
+def _locked(error: sqlite3.OperationalError) -> bool:
+    """Whether ``error`` is another connection holding the lock that was needed."""
+    return str(error).startswith("database is locked")
 
 
 def _identity(path: Path) -> tuple[int, int]:

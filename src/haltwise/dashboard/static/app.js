@@ -158,14 +158,19 @@ function flash(message) {
 
 async function answer(runId, choice, amount, card) {
   for (const button of card.querySelectorAll("button")) button.disabled = true;
-  const done = await post(`/api/runs/${encodeURIComponent(runId)}/answer`, { choice, amount });
+  const done = await post(`/api/runs/${runPath(runId)}/answer`, { choice, amount });
   if (!done) for (const button of card.querySelectorAll("button")) button.disabled = false;
 }
 
-function stopRun(runId, button) {
+// A stop refused, or not taken yet (the ledger was busy), leaves the button to be clicked again.
+async function stopRun(runId, button) {
   button.disabled = true;
   button.textContent = "Stopping…";
-  return post(`/api/runs/${encodeURIComponent(runId)}/stop`);
+  const told = await post(`/api/runs/${runPath(runId)}/stop`);
+  if (!told) {
+    button.disabled = false;
+    button.textContent = "Stop";
+  }
 }
 
 function stopKey(key) {
@@ -176,9 +181,19 @@ function stopKey(key) {
 
 // --- the fleet ------------------------------------------------------------------------------
 
-// A run's page is /runs/ID with the id one encoded segment (slashes and all), as the API's are.
+// A run's id in a path, the page's and the API's: one encoded segment (slashes and all). An id
+// a path cannot hold as it is ("." and "..", which the browser resolves away, written %2E or
+// not; and "") gets a "~" before it, and so does one that starts with "~": the server, and
+// currentRun, take one leading "~" off.
+const ESCAPE = "~";
+
+function runPath(runId) {
+  const escaped = ["", ".", ".."].includes(runId) || runId.startsWith(ESCAPE);
+  return (escaped ? ESCAPE : "") + encodeURIComponent(runId);
+}
+
 function runLink(runId) {
-  return el("a", { href: `/runs/${encodeURIComponent(runId)}`, "data-nav": "", class: "mono run-id" }, isolated(runId));
+  return el("a", { href: `/runs/${runPath(runId)}`, "data-nav": "", class: "mono run-id" }, isolated(runId));
 }
 
 function approvalCard(pending) {
@@ -356,16 +371,18 @@ function renderFleet(snapshot) {
 
 // --- one run --------------------------------------------------------------------------------
 
-// The run of a page /runs/ID: the id is one encoded segment; one typed with its slashes as
-// they are is taken whole too.
+// The run of a page /runs/ID: the id as runPath writes it; one typed with its slashes as they
+// are is taken whole too.
 function currentRun() {
   const match = /^\/runs\/(.+)$/.exec(location.pathname);
   if (!match) return null;
+  let written = match[1];
   try {
-    return decodeURIComponent(match[1]);
+    written = decodeURIComponent(written);
   } catch {
-    return match[1];
+    // not percent-encoded as runPath would: taken as it is
   }
+  return written.startsWith(ESCAPE) ? written.slice(ESCAPE.length) : written;
 }
 
 async function loadRun() {
@@ -377,7 +394,7 @@ async function loadRun() {
   }
   state.detailBusy = true;
   try {
-    const response = await fetch(`/api/runs/${encodeURIComponent(runId)}`, { headers: { "X-Haltwise-Token": state.token } });
+    const response = await fetch(`/api/runs/${runPath(runId)}`, { headers: { "X-Haltwise-Token": state.token } });
     const detail = await response.json();
     if (currentRun() === runId) renderRun(runId, response.ok ? detail : null, detail.error);
   } finally {
