@@ -375,6 +375,14 @@ def test_a_synthesis_pass_that_calls_a_tool_instead_leaves_the_stop_with_its_usa
     assert outcome.usage.model_calls == 4
     assert outcome.usage.input_tokens == 4000
     assert counts(outcome.usage) == counts(guard.governor.usage)
+    # What the pass reported (the CLI ends it in error, the model having called a tool it does
+    # not have, after a result that says what it spent), not its worst case (its max_tokens).
+    assert outcome.usage.output_tokens == 400
+    # The governor's outcome and the checkpoint saved at the stop count the pass too.
+    assert guard.governor.outcome == outcome
+    assert outcome.checkpoint is not None
+    saved = guard.governor.ledger.load_checkpoint(outcome.checkpoint)["run"]
+    assert (saved["model_calls"], saved["output_tokens"]) == (4, 400)
 
 
 def counts(usage: Usage) -> Usage:

@@ -50,6 +50,7 @@ from haltwise import (
     Guard,
     Prices,
     Status,
+    ToolResult,
     max_cost,
     max_model_calls,
     max_tokens,
@@ -1104,6 +1105,53 @@ def test_a_blocking_sync_tool_does_not_hold_an_async_run_past_its_deadline() -> 
     assert governed.outcome.status is Status.TIMED_OUT
     assert governed.outcome.reason == "time_limit"
     assert governed.result is None
+
+
+def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> None:
+    """The tool runs on a thread of its own, given up on at the run's deadline: the run ends
+    there, ``timed_out``, the graph closing cleanly, and the tool's late result is dropped."""
+    guard = Guard(timeout(seconds=1))
+    results: list[str] = []
+    report = guard.governor.handle
+
+    def recording(event: Event) -> Decision:
+        if isinstance(event, ToolResult):
+            results.append(event.content)
+        return report(event)
+
+    guard.governor.handle = recording
+    release = threading.Event()  # ends the tool's thread once the run has returned
+    returned = threading.Event()
+
+    @tool
+    def crunch(query: str) -> str:
+        """Crunch numbers, blocking its thread."""
+        release.wait(HUNG)
+        returned.set()
+        return "crunched"
+
+    script = [reply("Crunching.", tool_calls=[tool_call("crunch", {"query": "all"})])]
+    with ScriptedServer([*script, reply("Never sent.")]) as server:
+        agent = agent_for(server, guard, [crunch])
+        deadline = time.monotonic() + 1
+        try:
+            governed = govern(agent, guard).run_sync(QUESTION)
+        finally:
+            ended = time.monotonic()
+            release.set()
+        assert len(server.requests) == 1
+    assert deadline <= ended < deadline + PROMPTLY  # not when the tool returns
+    outcome = governed.outcome
+    assert outcome.status is Status.TIMED_OUT
+    assert outcome.reason == "time_limit"
+    assert "while the tool crunch was running" in outcome.message
+    assert governed.result is not None
+    *_, told, closing = governed.result["messages"]
+    assert isinstance(told, ToolMessage) and told.status == "error"
+    assert told.content == f"The tool did not finish: {outcome.message}"
+    assert closing.content == outcome.message
+    assert returned.wait(PROMPTLY)  # the tool ran on, and what it returned was dropped
+    assert len(results) == 1 and results[0].startswith("The tool did not finish: no answer")
 
 
 # ------------------------------------------------------------------------------------------

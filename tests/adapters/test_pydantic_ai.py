@@ -43,9 +43,12 @@ from haltwise import (
     Answer,
     Ask,
     Choice,
+    Decision,
+    Event,
     Guard,
     Prices,
     Status,
+    ToolResult,
     max_cost,
     max_model_calls,
     max_tokens,
@@ -333,6 +336,28 @@ async def test_a_synthesis_pass_that_writes_no_answer_counts_in_the_usage_return
     assert dataclasses.replace(outcome.usage, elapsed=0.0) == dataclasses.replace(
         guard.governor.usage, elapsed=0.0
     )
+
+
+@in_loop
+async def test_a_synthesis_pass_that_fails_counts_at_what_it_reserved() -> None:
+    """The model's error is pydantic-ai's own, and goes on; the stop stands, and the
+    governor's outcome and checkpoint count the pass, sent and never answered."""
+    with ScriptedServer([lookups("a", "b", "c"), error(400, "bad request")]) as server:
+        guard = Guard(max_tool_calls(2, on_limit="synthesize"))
+        with pytest.raises(ModelHTTPError):
+            await govern(Lookup(server).agent, guard).run("Find.")
+        assert len(server.requests) == 2
+
+    outcome = guard.governor.outcome
+    assert outcome is not None
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "tool_call_limit"
+    assert outcome.usage.model_calls == 2
+    assert outcome.usage.output_tokens == 10 + MAX_TOKENS  # the pass, at its max_tokens
+    assert outcome.checkpoint is not None
+    saved = guard.governor.ledger.load_checkpoint(outcome.checkpoint)
+    assert (saved["run"]["model_calls"], saved["run"]["output_tokens"]) == (2, 10 + MAX_TOKENS)
+    assert saved["in_flight"] == []
 
 
 @in_loop
@@ -752,6 +777,51 @@ def test_a_hung_reply_ends_a_sync_run_timed_out_at_its_deadline() -> None:
 
     assert governed.outcome.status is Status.TIMED_OUT
     assert took < 0.5 + PROMPTLY
+
+
+@pytest.mark.usefixtures("event_loop_for_run_sync")
+def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> None:
+    """pydantic-ai runs the tool on a worker thread; the run stops waiting for it at its
+    deadline and ends there, ``timed_out``, and the tool's late result is dropped."""
+    guard = Guard(timeout(seconds=1))
+    results: list[str] = []
+    report = guard.governor.handle
+
+    def recording(event: Event) -> Decision:
+        if isinstance(event, ToolResult):
+            results.append(event.content)
+        return report(event)
+
+    guard.governor.handle = recording
+    release = threading.Event()  # ends the tool's thread once the run has returned
+    returned = threading.Event()
+    script = [reply(tool_calls=[tool_call("crunch", {"query": "all"})]), done()]
+    with ScriptedServer(script) as server:
+        agent: Agent[None, str] = Agent(model_for(server))
+
+        @agent.tool_plain
+        def crunch(query: str) -> str:
+            """Crunch numbers, blocking its thread."""
+            release.wait(HUNG)
+            returned.set()
+            return "crunched"
+
+        deadline = time.monotonic() + 1
+        try:
+            governed = govern(agent, guard).run_sync("Crunch them all.")
+        finally:
+            ended = time.monotonic()
+            release.set()
+        assert len(server.requests) == 1
+
+    assert deadline <= ended < deadline + PROMPTLY  # not when the tool returns
+    outcome = governed.outcome
+    assert outcome.status is Status.TIMED_OUT
+    assert outcome.reason == "time_limit"
+    assert "while the tool crunch was running" in outcome.message
+    assert governed.result is None
+    assert returned.wait(PROMPTLY)  # the tool ran on, and what it returned was dropped
+    assert len(results) == 1 and results[0].startswith("The tool did not finish: no answer")
 
 
 class SettingsSeen:

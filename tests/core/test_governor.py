@@ -242,6 +242,121 @@ def test_a_claimed_synthesis_pass_is_admitted_only_to_its_synthesizer() -> None:
     assert governor.handle(ModelRequest("", max_tokens=10)) is CONTINUE
 
 
+class Unreachable(MemoryLedger):
+    """A memory ledger that fails to save checkpoints while ``down``."""
+
+    down = False
+
+    def save_checkpoint(self, run_id: str, data: dict[str, Any]) -> str:
+        if self.down:
+            raise LedgerError("connection refused")
+        return super().save_checkpoint(run_id, data)
+
+
+def stopped_for_synthesis(
+    answer: str | None, ledger: MemoryLedger | None = None, *, early: bool = False
+) -> tuple[Governor, Stop]:
+    """A run stopped by ``max_model_calls(2, on_limit="synthesize")`` after two calls (100 in,
+    100 out each), whose tools-free pass was sent and answered (100 in, 60 out) with
+    ``answer``, or, with None, with a tool call. ``early``: a third request was sent before
+    the stop, and is still unanswered."""
+    governor = Governor(max_model_calls(3, on_limit="synthesize"), clock=FakeClock(), ledger=ledger)
+    governor.handle(RunStarted("task", "r1"))
+    for number in range(2):
+        governor.handle(ModelRequest("", max_tokens=100, input_tokens=100, request_id=f"{number}"))
+        governor.handle(ModelResponse("", 100, 100, text="Partial: 41.", request_id=f"{number}"))
+    if early:
+        governor.handle(ModelRequest("", max_tokens=100, input_tokens=100, request_id="early"))
+    else:
+        governor.handle(ModelRequest("", max_tokens=100, input_tokens=100, request_id="2"))
+        governor.handle(ModelResponse("", 100, 100, request_id="2"))
+    stop = governor.handle(ModelRequest("", max_tokens=100, input_tokens=100))
+    assert isinstance(stop, Stop) and stop.synthesize
+    synthesis = ModelRequest("", max_tokens=100, input_tokens=100, request_id="pass")
+    assert governor.handle(synthesis) is CONTINUE
+    calls = 1 if answer is None else 0
+    response = ModelResponse("", 100, 60, text=answer, tool_calls=calls, request_id="pass")
+    assert governor.handle(response) is CONTINUE
+    return governor, stop
+
+
+def saved_counts(governor: Governor, checkpoint: str | None) -> tuple[int, int]:
+    """The model calls and output tokens of the run in the checkpoint ``checkpoint``."""
+    assert checkpoint is not None
+    run = governor.ledger.load_checkpoint(checkpoint)["run"]
+    return run["model_calls"], run["output_tokens"]
+
+
+def test_a_synthesis_pass_with_no_answer_leaves_the_stop_counting_the_pass() -> None:
+    """The model answered the tools-free pass with a tool call (or blanks, or the call
+    failed): there is no answer, and the stop stands. Its outcome, and the checkpoint saved
+    at the stop, count the pass's model call, so that a run resumed from it cannot spend that
+    call twice; no second pass is admitted."""
+    governor, stop = stopped_for_synthesis(None)
+    assert saved_counts(governor, stop.outcome.checkpoint) == (3, 300)  # before the pass
+
+    outcome = governor.synthesis_unanswered()
+
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "model_call_limit"
+    assert outcome.message == stop.outcome.message
+    assert outcome.partial_output == "Partial: 41."
+    assert outcome.checkpoint == stop.outcome.checkpoint
+    usage = outcome.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (4, 400, 360)
+    assert governor.outcome == outcome
+    assert saved_counts(governor, outcome.checkpoint) == (4, 360)
+    refused = governor.handle(ModelRequest("", max_tokens=100))
+    assert isinstance(refused, Stop) and not refused.synthesize
+    assert refused.outcome == outcome
+    assert governor.synthesis_unanswered() == outcome  # closed once: it stays as it is
+    resumed = Governor(max_model_calls(5), clock=FakeClock(), ledger=governor.ledger)
+    resumed.restore(str(outcome.checkpoint))
+    assert resumed.usage.model_calls == 4
+
+
+def test_a_synthesized_answer_and_its_checkpoint_count_the_pass() -> None:
+    governor, stop = stopped_for_synthesis("From the evidence: 42.")
+
+    outcome = governor.synthesized("From the evidence: 42.")
+
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.usage.model_calls == 4
+    assert outcome.checkpoint == stop.outcome.checkpoint
+    assert saved_counts(governor, outcome.checkpoint) == (4, 360)
+
+
+def test_a_call_answered_after_an_unanswered_pass_counts_in_the_outcome_too() -> None:
+    governor, stop = stopped_for_synthesis(None, early=True)
+    governor.synthesis_unanswered()
+
+    late = governor.handle(ModelResponse("", 100, 10, request_id="early"))
+
+    assert isinstance(late, Stop)
+    assert late.outcome.reason == stop.outcome.reason
+    assert late.outcome.usage.output_tokens == 200 + 60 + 10
+    assert governor.outcome == late.outcome
+    assert saved_counts(governor, late.outcome.checkpoint) == (4, 270)
+
+
+def test_a_checkpoint_the_ledger_cannot_bring_up_to_date_is_said_once_not_raised() -> None:
+    ledger = Unreachable()
+    governor, stop = stopped_for_synthesis(None, ledger, early=True)
+    ledger.down = True
+
+    outcome = governor.synthesis_unanswered()
+    late = governor.handle(ModelResponse("", 100, 10, request_id="early"))
+
+    assert outcome.usage.model_calls == 4
+    behind = " Its checkpoint could not be brought up to date: connection refused."
+    assert outcome.message == stop.outcome.message + behind
+    assert isinstance(late, Stop) and late.outcome.message == outcome.message
+    assert late.outcome.usage.output_tokens == 270
+    ledger.down = False
+    assert saved_counts(governor, outcome.checkpoint) == (3, 200)  # the one saved at the stop
+    assert governor.checkpoint()["run"]["output_tokens"] == 270  # the governor has them
+
+
 def test_an_event_while_a_question_is_open_raises_question_open_with_the_question() -> None:
     governor = governed(max_turns(0, on_limit="ask"))
     ask = governor.handle(TurnStarting())

@@ -457,6 +457,47 @@ def test_the_synthesis_pass_is_a_model_call_and_its_usage_is_in_the_outcome() ->
     assert usage.output_tokens == searching.usage.completion_tokens + final.usage.completion_tokens
 
 
+def test_a_synthesis_pass_with_no_answer_counts_in_the_outcome_and_its_checkpoint() -> None:
+    """The model answers the tools-free pass with a tool call, so the synthesizer has no
+    answer to give: the stop stands, and the run's outcome, the governor's and the checkpoint
+    saved at the stop all count the pass's model call."""
+    searching = reply(
+        "Looking it up.", tool_calls=[tool_call("search", {"q": "answer"})], usage=(100, 20)
+    )
+    again = reply(tool_calls=[tool_call("search", {"q": "again"})], usage=(150, 30))
+    runs: list[Run] = []
+
+    def synthesizer(evidence: Evidence) -> str | None:
+        run = runs[0]
+        sent = run.model_request(MODEL, max_tokens=300, input_tokens=150)
+        completion = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=sent)
+        run.model_response(completion)
+        return completion.choices[0].message.content  # None: it called a tool instead
+
+    guard = Guard(max_turns(1, on_limit="synthesize"), synthesizer=synthesizer)
+    with ScriptedServer([searching, again]) as server, sync_client(server) as client:
+        with guard.run("What is the answer?") as run:
+            runs.append(run)
+            for _ in range(3):
+                run.turn()
+                call_model(client, run, input_tokens=100)
+                run.tool_call("search", {"q": "answer"}, "c1")
+                run.tool_result("search", "42", "c1")
+            pytest.fail("the second turn must stop the run")
+        assert len(server.requests) == 2
+    outcome = run.outcome
+    assert outcome is not None
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "turn_limit"
+    assert outcome.partial_output == "Looking it up."
+    usage = outcome.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (2, 250, 50)
+    assert guard.governor.outcome == outcome
+    assert outcome.checkpoint is not None
+    saved = guard.governor.ledger.load_checkpoint(outcome.checkpoint)["run"]
+    assert (saved["model_calls"], saved["input_tokens"], saved["output_tokens"]) == (2, 250, 50)
+
+
 def test_no_budget_for_the_synthesis_pass_keeps_the_partial_output() -> None:
     model = "tiny-model"
     # $1 in and $10 out per million tokens: the first call costs $0.0003 of the $0.001 limit,

@@ -5,7 +5,7 @@ of a run whose hooks run in several threads or tasks at once."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..engine.decisions import Decision
@@ -62,16 +62,14 @@ def synthesis_outcome(governor: Governor, answer: str | None) -> Outcome:
 
     An answer with text in it is the run's final answer (``Governor.synthesized``). No text
     (the model called a tool it no longer has, the pass failed or was cut off, it wrote only
-    blanks) is no answer: the stop stands, with its status, reason and partial output, and
-    the usage is read again so that it counts the pass's own model call, which the stop's
-    snapshot, taken before the pass, does not.
+    blanks) is no answer: the stop stands, with its status, reason and partial output, its
+    usage and checkpoint counting the pass's own model call
+    (``Governor.synthesis_unanswered``).
     """
     if answered(answer):
         assert answer is not None
         return governor.synthesized(answer)
-    stop = governor.outcome
-    assert stop is not None, "synthesis_outcome() is for a run that has stopped"
-    return replace(stop, usage=governor.usage)
+    return governor.synthesis_unanswered()
 
 
 class SynthesisPass:

@@ -87,7 +87,7 @@ from ..engine.events import (
 )
 from ..engine.governor import Governor
 from ..engine.policies import Evidence
-from ._common import Governed, answered, synthesis_outcome
+from ._common import Governed, answered
 from ._messages_proxy import Exchange, MessagesProxy
 
 __all__ = ["GovernedClaude", "govern"]
@@ -309,9 +309,6 @@ class GovernedClaude:
                     await proxy.close()
                     self._session = None
             await session.settle()
-        if session.synthesis_sent and session.synthesis_result is None:
-            # The pass wrote no answer: the stop stands, counting the pass's model call.
-            run.outcome = synthesis_outcome(governor, None)
         self.messages = session.messages
         assert run.outcome is not None
         governed = Governed(run.outcome, session.synthesis_result or session.result)
@@ -415,8 +412,6 @@ class _Session:
         #: The CLI's ``ResultMessage``, and the synthesis pass's when it wrote the answer.
         self.result: ResultMessage | None = None
         self.synthesis_result: ResultMessage | None = None
-        #: The synthesis pass's request was admitted and sent (answered or not).
-        self.synthesis_sent = False
         #: The model of the main loop's requests: the options', else the CLI's.
         self.model = owner.options.model or ""
         #: The CLI session this run is in.
@@ -938,7 +933,6 @@ class _Session:
         request_id = await self.request(self.model, self.owner.max_tokens)
         if request_id is None:
             return None  # the budget left cannot pay for the pass
-        self.synthesis_sent = True
         options = dataclasses.replace(
             self.owner.governed_options(),
             hooks=None,
@@ -964,13 +958,13 @@ class _Session:
 
         left = self.run.time_left()
         seconds = SYNTHESIS_SECONDS if not left else min(left, SYNTHESIS_SECONDS)
-        try:
+        # No answer in time, or the CLI ended in error: the SDK raises that error after the
+        # CLI's error result (the model called a tool it does not have, and the one turn
+        # allowed was used), whose usage is what the pass spent. Either way the stop stands.
+        with contextlib.suppress(Exception):
             await asyncio.wait_for(answer(), seconds)
-        except (asyncio.TimeoutError, Exception):
-            # No answer in time, or the CLI ended in error (it tried a tool it does not have):
-            # the request was sent, so it counts at what it reserved; the stop stands.
-            results.clear()
         if not results:
+            # Sent, with no result to say what it spent: it counts at what it reserved.
             await self.send(ModelResponse(self.model, answered=False, request_id=request_id))
             return None
         result = results[-1]

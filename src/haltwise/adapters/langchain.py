@@ -26,7 +26,9 @@ out each decision, adding no node to the agent's loop:
   for every call of that response, before any of them runs (LangGraph runs them as parallel
   tasks; the others wait for it). A refused call returns a ``ToolMessage`` with
   ``status="error"`` and the refusal, and never runs; an admitted one runs and is reported as
-  ``ToolResult`` (notes are appended to its content). A retried call is reported again.
+  ``ToolResult`` (notes are appended to its content). A retried call is reported again. In a
+  sync run with a time limit, a tool runs on a thread of its own and is given up on at the
+  deadline (``call_within``): Python cannot interrupt a tool that blocks its thread.
 - ``before_agent`` / ``after_agent``: ``RunStarted`` / ``RunEnded`` when the agent is invoked
   directly rather than through ``govern``: the middleware alone is a drop-in for
   ``ModelCallLimitMiddleware`` and ``ToolCallLimitMiddleware`` (thread scope is haltwise's
@@ -62,6 +64,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import contextmanager, suppress
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from langchain.agents.middleware import (
@@ -89,6 +92,7 @@ from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from ..drivers.bounded import Overdue, call_within
 from ..drivers.guard import AsyncRun, Guard, Run
 from ..drivers.prompters import parse_answer
 from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
@@ -407,13 +411,10 @@ def _synthesis_flow(
         except Exception:
             # Sent and unanswered: it counts at what it reserved. The stop stands, and the
             # flows waiting for the pass end with it.
-            try:
-                yield ModelResponseEvent(site.model, answered=False)
-            except _HALTS:  # its time ran out, or it was cancelled: end cleanly
+            reported = yield from _report(ModelResponseEvent(site.model, answered=False))
+            live.run.outcome = governor.synthesis_unanswered()
+            if reported is None:  # its time ran out, or it was cancelled: end cleanly
                 return site.closing([*kept, _closing(live)])
-            finally:
-                if live.run.outcome is None:
-                    live.run.outcome = synthesis_outcome(governor, None)
             raise
         message = site.message(result)
         text = _text(message)
@@ -446,6 +447,15 @@ def _tool_flow(live: _Live, request: ToolCallRequest) -> _Flow[ToolMessage | Com
     except GraphBubbleUp:
         live.verdicts[call_id] = None  # paused: it runs again on resume, counted once
         raise
+    except Overdue as overdue:
+        # Given up on at the run's deadline (``_tool_within``): its thread goes on, and what
+        # it returns is never reported. Its time ran out, so the run stops here, unless the
+        # time limit lets it go on (a human extends it, say); the model is told either way.
+        content = f"The tool did not finish: {overdue}."
+        yield from _report(ToolResult(name, content, call_id, is_error=True))
+        if live.governor.stopped is not None:
+            content = f"The tool did not finish: {_outcome(live).message}"
+        return ToolMessage(content=content, tool_call_id=call_id, name=name, status="error")
     except Exception as error:
         yield from _report(
             ToolResult(name, f"{type(error).__name__}: {error}", call_id, is_error=True)
@@ -988,7 +998,8 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         live = self._live()
-        return _drive(_tool_flow(live, request), live.sync_run(), handler)
+        call = partial(_tool_within, live.governor, handler)
+        return _drive(_tool_flow(live, request), live.sync_run(), call)
 
     async def awrap_tool_call(
         self,
@@ -1042,6 +1053,17 @@ class _ModelNode:
         flow = _model_flow(live, site, bounded=not live.interrupts)
         messages = await _adrive(flow, live.run, _ainvoke_model)
         return {self.key: messages}
+
+
+def _tool_within(
+    governor: Governor,
+    handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    request: ToolCallRequest,
+) -> ToolMessage | Command[Any]:
+    """A synchronous tool call, waited for no longer than the run's time left: a tool that
+    blocks its thread cannot be interrupted, so with a time limit it runs on a thread of its
+    own, given up on at the deadline (``Overdue``)."""
+    return call_within(governor.time_left(), handler, request, name="haltwise-tool")
 
 
 def _invoke_model(arg: tuple[Runnable[Any, Any], list[AnyMessage]]) -> Any:

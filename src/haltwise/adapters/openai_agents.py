@@ -439,7 +439,7 @@ class _Session:
             response = await model.send(request)
         except Exception:
             await self._unanswered(model, request)
-            run.outcome = synthesis_outcome(self.governor, None)
+            run.outcome = self.governor.synthesis_unanswered()
             raise
         text, _ = _read(response)
         await run.send(_response_event(model.name, response.usage, text, 0, request.request_id))

@@ -22,7 +22,9 @@ floor ``benchmarks/bench_pydantic_ai.py`` measures.
   the call that writes the final answer counts like any other);
 - ``wrap_tool_execute``: a refused call fails there with the refusal (``ToolFailed``: the model
   sees it as the tool's result and the run goes on) and never runs; the others report
-  ``ToolResult`` (an error, a retry, a failure are results too);
+  ``ToolResult`` (an error, a retry, a failure are results too). Under ``run_sync``, the wait
+  for a tool ends at the run's deadline (``run`` cancels its task there instead): a sync tool
+  blocks pydantic-ai's worker thread, which nothing can interrupt;
 - ``wrap_output_validate``: the same refusal for a call of an output tool, which runs no tool
   hooks.
 
@@ -39,11 +41,12 @@ out in a loop (``haltwise.drivers.guard``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import itertools
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Generic, TypeVar, cast
 
@@ -67,6 +70,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_core import to_json
 
+from ..drivers.bounded import Overdue
 from ..drivers.guard import AsyncRun, Guard, Run
 from ..engine.decisions import Block, Continue, Decision, Stop, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
@@ -158,6 +162,9 @@ class GovernedAgent(Generic[OutputT]):
             token = _current.set(session)
             try:
                 finished = await self.agent.run(user_prompt, **session.with_capability(kwargs))
+            except Exception:
+                await session.failed()
+                raise
             finally:
                 _current.reset(token)
             result = finished
@@ -186,6 +193,9 @@ class GovernedAgent(Generic[OutputT]):
             token = _current.set(session)  # the run's tasks copy it: sub-agents find the run
             try:
                 finished = self.agent.run_sync(user_prompt, **session.with_capability(kwargs))
+            except Exception:
+                _at_once(session.failed())
+                raise
             finally:
                 _current.reset(token)
                 session.unhook_cancel()
@@ -340,13 +350,24 @@ class _Session:
 
     def stopped_error(self) -> BaseException:
         """The run's stop, raised again (a second tools-free pass is not allowed). After a
-        pass that wrote no answer the stop stands, its usage read again to count the pass."""
+        pass that wrote no answer the stop stands, counting the pass."""
         if self.synthesis_sent and not self.child:
-            self.run.outcome = synthesis_outcome(self.governor, None)
+            self.run.outcome = self.governor.synthesis_unanswered()
         outcome = self.run.outcome
         assert outcome is not None
         error = error_for(outcome)
         return HaltSignal(error) if self.run.guard.signal else error
+
+    async def failed(self) -> None:
+        """pydantic-ai's run raised (the model's error, say): if the synthesis pass was under
+        way, it ended there with no answer. Its request, sent and never answered, counts at
+        what it reserved, and the stop stands, counting it; the error goes on."""
+        if not self.synthesis_sent or self.child:
+            return
+        while self.in_flight:
+            request_id = self.in_flight.pop(0)
+            await self.send(ModelResponse(answered=False, request_id=request_id))
+        self.run.outcome = self.governor.synthesis_unanswered()
 
     async def end_turn(self, messages: Sequence[Any]) -> None:
         """The step's tools have run: results the tool hooks did not see, then ``TurnEnded``."""
@@ -366,6 +387,24 @@ class _Session:
                 content = part.model_response_str()
                 failed = part.outcome != "success"
                 await self.send(ToolResult(name, content, part.tool_call_id, is_error=failed))
+
+    async def within_time_left(self, running: Awaitable[T]) -> T:
+        """A tool's run, waited for no longer than a sync run's time left (``Overdue`` then).
+
+        pydantic-ai runs a sync tool on a worker thread and awaits it, which Python cannot
+        interrupt. An async run's task is cancelled at its deadline (``AsyncRun``), which gives
+        that thread up; a sync run has no task of haltwise's to cancel, so the wait itself is
+        cut off here, and the thread left to end on its own."""
+        left = None if self.sync_run is None else self.run.time_left()
+        if left is None:
+            return await running
+        try:
+            return await asyncio.wait_for(running, left)
+        except asyncio.TimeoutError as error:
+            # wait_for's own comes from cancelling the call; one the tool raised is its result.
+            if isinstance(error.__cause__, asyncio.CancelledError):
+                raise Overdue(f"no answer within {left:.3g}s") from None
+            raise
 
     def hook_cancel(self, ctx: RunContext[Any]) -> None:
         """A sync run has no task to cancel: ``cancel()`` cancels the pydantic-ai run."""
@@ -561,10 +600,19 @@ class HaltwiseCapability(AbstractCapability[Any]):
         if refusal is not None:
             raise ToolFailed(refusal)  # the model sees it as the tool's result; it never runs
         try:
-            result = await handler(args)
+            result = await session.within_time_left(handler(args))
         except (SkipToolExecution, CallDeferred, ApprovalRequired):
             session.unanswered.pop(call.tool_call_id, None)
             raise  # not run (yet): there is no result to report
+        except Overdue as overdue:
+            # Given up on at the run's deadline: pydantic-ai's worker thread goes on, and what
+            # the tool returns is never reported. Its time ran out, so reporting that stops
+            # the run (it raises), unless the time limit lets it go on (a human extends it) or
+            # synthesizes an answer: the model is told the tool did not finish.
+            await self._result(call, f"The tool did not finish: {overdue}.", is_error=True)
+            stop = session.governor.stopped
+            reason = overdue if stop is None else stop.outcome.message
+            raise ToolFailed(f"The tool did not finish: {reason}") from None
         except Exception as error:
             await self._result(call, _error_text(error), is_error=True)
             raise

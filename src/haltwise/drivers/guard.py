@@ -68,6 +68,7 @@ from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Status, Usage
 from ..engine.policies import Evidence, Synthesizer
 from ..engine.pricing import Pricer
+from .bounded import Overdue, call_within
 from .live import APPROVAL_TIMEOUT, HEARTBEAT_SECONDS, LiveRun, ledger_prompter
 from .openai_usage import response_event
 from .prompters import Prompter
@@ -297,8 +298,9 @@ class _RunBase:
             text = yield ("synthesize", (synthesizer, self._evidence_for(stop.outcome)))
             if text is not None:
                 return governor.synthesized(str(text))
-            # No answer: the stop stands, saying why when its budget ran out.
-            return governor.outcome or stop.outcome
+            # No answer: the stop stands (saying why when its budget ran out), its usage and
+            # checkpoint counting the pass's model call if one was made.
+            return governor.synthesis_unanswered()
         finally:
             self._synthesis.release()
 
@@ -767,24 +769,12 @@ def _fulfil(run: _RunBase, need: _Need) -> Any:
 def _ask_within(prompter: Prompter | None, ask: Ask) -> Any:
     """The prompter's answer; with a timeout, None once it has passed (the run then stops)."""
     assert prompter is not None
-    if ask.timeout is None:
-        return prompter(ask)
-    box: list[Any] = []
-    failure: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            box.append(prompter(ask))
-        except BaseException as error:  # handed to the caller's thread below
-            failure.append(error)
-
-    # A daemon thread: a prompter blocked on input must not keep the process alive.
-    thread = threading.Thread(target=wait, name="haltwise-prompter", daemon=True)
-    thread.start()
-    thread.join(ask.timeout)
-    if failure:
-        raise failure[0]
-    return box[0] if box else None
+    try:
+        # With a timeout, on a daemon thread: a prompter blocked on input must not keep the
+        # process alive.
+        return call_within(ask.timeout, prompter, ask, name="haltwise-prompter")
+    except Overdue:
+        return None
 
 
 async def _afulfil(run: _RunBase, need: _Need) -> Any:

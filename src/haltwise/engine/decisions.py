@@ -147,7 +147,8 @@ class Stop:
 
     outcome: Outcome
     #: Write a final answer from the evidence first (tools removed), then call
-    #: ``Governor.synthesized(text)`` for the final outcome.
+    #: ``Governor.synthesized(text)`` for the final outcome, or, when the pass wrote no
+    #: answer, ``Governor.synthesis_unanswered()``.
     synthesize: bool = False
     #: Whether the model provider was already called for the event that stopped the run.
     provider_called: bool = False

@@ -436,7 +436,7 @@ class Governor:
         """The final outcome after a driver wrote ``answer`` for a ``Stop(synthesize=True)``.
 
         The synthesis pass's own model call, reported as ``ModelRequest`` and ``ModelResponse``
-        while the run was stopped, is in the outcome's usage.
+        while the run was stopped, is in the outcome's usage and in its checkpoint.
         """
         with self.lock:
             if self._stopped is None or not self._stopped.synthesize:
@@ -444,16 +444,40 @@ class Governor:
                     "synthesized() is for a run that stopped with synthesize=True"
                 )
             outcome = self._stopped.outcome
-            final = replace(
-                outcome,
-                status=Status.COMPLETED_WITH_WARNINGS,
-                message=f"{outcome.message} Answered from the evidence gathered so far.",
-                partial_output=answer,
-                usage=self.usage,
+            final = self._restated(
+                replace(
+                    outcome,
+                    status=Status.COMPLETED_WITH_WARNINGS,
+                    message=f"{outcome.message} Answered from the evidence gathered so far.",
+                    partial_output=answer,
+                )
             )
             self._stopped = Stop(final)
             self._synthesizing = self._pass_claimed = False
             return final
+
+    def synthesis_unanswered(self) -> Outcome:
+        """The final outcome after the synthesis pass of a ``Stop(synthesize=True)`` ended
+        with no answer: the model called a tool it no longer has, wrote only blanks, or the
+        call failed or was cut off (or the synthesizer gave none).
+
+        The stop stands, with its status, reason, message and partial output; its usage and
+        its checkpoint now count the pass's model call, reported as ``ModelRequest`` and
+        ``ModelResponse`` (unanswered, it counts at what it reserved) while the run was
+        stopped. No other pass is admitted. A run whose pass was refused (the budget left
+        could not pay for it), or that already has its answer, keeps the outcome it has.
+        """
+        with self.lock:
+            stop = self._stopped
+            if stop is None:
+                raise ConfigurationError("synthesis_unanswered() is for a run that has stopped")
+            if stop.synthesize:
+                outcome = self._restated(stop.outcome)
+                stop = self._stopped = replace(
+                    stop, outcome=outcome, synthesize=False, synthesizer=None
+                )
+                self._synthesizing = self._pass_claimed = False
+            return stop.outcome
 
     def claim_synthesis(self) -> None:
         """A driver's synthesizer writes the answer of the current run's ``synthesize`` stop
@@ -1077,12 +1101,26 @@ class Governor:
             self._count_response(event)  # type: ignore[arg-type]
             self._over = []
             if self._synthesizing:
-                return CONTINUE
-            outcome = replace(stop.outcome, usage=self.usage)
-            if outcome.checkpoint is not None:
-                self._ledger.save_checkpoint(self._run_id, self.checkpoint())
-            stop = self._stopped = replace(stop, outcome=outcome)
+                return CONTINUE  # its driver ends the pass (synthesized, synthesis_unanswered)
+            stop = self._stopped = replace(stop, outcome=self._restated(stop.outcome))
         return stop
+
+    def _restated(self, outcome: Outcome) -> Outcome:
+        """``outcome`` of a stopped run with what the run has spent by now (a call sent before
+        the stop and answered after it, the synthesis pass), and its checkpoint saved again
+        to match, so that a run resumed from it cannot spend that twice."""
+        outcome = replace(outcome, usage=self.usage)
+        if outcome.checkpoint is None:
+            return outcome
+        try:
+            self._ledger.save_checkpoint(self._run_id, self.checkpoint())
+        except LedgerError as error:
+            # The counts stay in this governor (``checkpoint()`` has them); the checkpoint
+            # saved at the stop is behind them, and the outcome says so (once).
+            behind = " Its checkpoint could not be brought up to date"
+            if behind not in outcome.message:
+                outcome = replace(outcome, message=f"{outcome.message}{behind}: {error}.")
+        return outcome
 
     def _admit_synthesis(self, event: ModelRequest) -> Decision:
         """The tools-free pass after a ``synthesize`` stop: only the budgets (tokens and
