@@ -158,7 +158,10 @@ class ScriptedServer:
             return
         self._closing.set()
         try:
-            wake.send(b"\0")
+            # A serving thread that has not reached its first wait yet sees the flag and ends
+            # without reading this, its end of the pair closed: nothing is left to wake.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                wake.send(b"\0")
         finally:
             wake.close()
         thread.join()
