@@ -48,6 +48,7 @@ from haltwise import (
     ConfigurationError,
     Event,
     Guard,
+    InvalidValueError,
     Outcome,
     Status,
     Usage,
@@ -871,8 +872,6 @@ def test_the_docs_show_the_example_verbatim() -> None:
 
 
 def test_govern_takes_options_or_a_client() -> None:
-    with pytest.raises(ConfigurationError, match="ClaudeAgentOptions or a ClaudeSDKClient"):
-        govern("not options", Guard())  # type: ignore[arg-type]
     governed = govern(ClaudeAgentOptions(model=MODEL), Guard(max_turns(3)))
     assert isinstance(governed, GovernedClaude)
     assert repr(governed) == "govern(ClaudeAgentOptions, Guard(max_turns(3)))"
@@ -880,6 +879,57 @@ def test_govern_takes_options_or_a_client() -> None:
     assert options.include_partial_messages is True
     assert options.env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "32000"
     assert set(options.hooks or {}) >= {"UserPromptSubmit", "PreToolUse", "PostToolBatch"}
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        (
+            {"agent": "not options"},
+            "govern(agent)='not options' is not valid: expected ClaudeAgentOptions or a "
+            "ClaudeSDKClient not connected yet",
+        ),
+        (
+            {"max_tokens": 0},
+            "govern(max_tokens)=0 is not valid: expected a positive number of tokens, e.g. "
+            "8192, or None",
+        ),
+        ({"max_tokens": True}, "govern(max_tokens)=True is not valid: expected a positive"),
+        ({"max_tokens": "8k"}, "govern(max_tokens)='8k' is not valid: expected a positive"),
+    ],
+)
+def test_govern_refuses_an_argument_of_the_wrong_kind_at_the_call(
+    given: dict[str, Any], refusal: str
+) -> None:
+    """(What is not a guard: test_one_meaning.py.)"""
+    arguments: dict[str, Any] = {
+        "agent": ClaudeAgentOptions(model=MODEL),
+        "guard": Guard(max_turns(3)),
+        **given,
+    }
+    with pytest.raises(InvalidValueError) as raised:
+        govern(**arguments)
+    assert str(raised.value).startswith(refusal)
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        (
+            {"on_message": "print"},
+            "run(on_message)='print' is not valid: expected a function f(message), or None",
+        ),
+        ({"resume": 5}, "run(resume)=5 is not valid: expected True or a Governed"),
+    ],
+)
+def test_run_refuses_an_argument_of_the_wrong_kind_before_the_cli_starts(
+    given: dict[str, Any], refusal: str
+) -> None:
+    governed = govern(ClaudeAgentOptions(model=MODEL), Guard(max_turns(3)))
+    with pytest.raises(InvalidValueError) as raised:
+        asyncio.run(governed.run("What is a?", **given))
+    assert str(raised.value).startswith(refusal)
+    assert governed.guard.governor.outcome is None  # no run was started
 
 
 # The Messages endpoint itself, with httpx as the client

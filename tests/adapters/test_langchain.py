@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -48,6 +48,7 @@ from haltwise import (
     Event,
     Governor,
     Guard,
+    InvalidValueError,
     Prices,
     Status,
     ToolResult,
@@ -61,6 +62,7 @@ from haltwise import (
 from haltwise import ModelRequest as ModelRequestEvent
 from haltwise import ModelResponse as ModelResponseEvent
 from haltwise.adapters import Governed
+from haltwise.adapters._common import SYNTHESIS_SECONDS
 from haltwise.adapters.langchain import HaltwiseMiddleware, govern
 from haltwise.testing import (
     Reply,
@@ -934,6 +936,46 @@ def test_govern_needs_the_middleware_and_its_guard() -> None:
             govern(pausing, guard)
 
 
+def refusal_of(call: Callable[[], object]) -> str:
+    with pytest.raises(InvalidValueError) as raised:
+        call()
+    return str(raised.value)
+
+
+def test_the_middleware_and_govern_refuse_an_argument_of_the_wrong_kind_at_the_call() -> None:
+    """(What is not a guard, given to ``govern``: test_one_meaning.py.)"""
+    guard = Guard(max_turns(3))
+    middleware = HaltwiseMiddleware(guard)
+    not_a_guard: Any = Governor(max_turns(3))
+    assert refusal_of(lambda: HaltwiseMiddleware(not_a_guard)) == (
+        "HaltwiseMiddleware(guard)=Governor(max_turns(3)) is not valid: expected a haltwise "
+        "Guard, e.g. Guard(max_turns(10)) (a Governor goes in as Guard(governor=governor), "
+        "limits as Guard(limits))"
+    )
+    assert refusal_of(lambda: HaltwiseMiddleware(guard, pause_on_ask=cast(Any, "yes"))) == (
+        "HaltwiseMiddleware(pause_on_ask)='yes' is not valid: expected True or False"
+    )
+    assert refusal_of(lambda: middleware.child(cast(Any, 5))) == (
+        "HaltwiseMiddleware.child(limits)=5 is not valid: expected a limit such as "
+        "max_turns(25), a callable f(usage) -> bool, or None"
+    )
+    assert refusal_of(lambda: middleware.model_node(cast(Any, MODEL))) == (
+        f"model_node(model)={MODEL!r} is not valid: expected a LangChain chat model or "
+        "runnable, e.g. chat_model.bind_tools(tools)"
+    )
+    assert isinstance(middleware.child(lambda usage: usage.turns > 2), HaltwiseMiddleware)
+    with ScriptedServer([]) as server:
+        graph = StateGraph(MessagesState)
+        graph.add_node("model", middleware.model_node(chat_model(server)))
+        graph.add_edge(START, "model")
+        not_compiled = refusal_of(lambda: govern(cast(Any, graph), guard))
+    assert not_compiled.startswith("govern(agent)=<langgraph.graph.state.StateGraph object")
+    assert not_compiled.endswith(
+        " is not valid: expected a compiled LangGraph graph (create_agent's agent, or "
+        "StateGraph.compile())"
+    )
+
+
 # ------------------------------------------------------------------------------------------
 # Resume: counts kept across a crash, and LangGraph's own pause for the human
 
@@ -1152,6 +1194,109 @@ def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> No
     assert closing.content == outcome.message
     assert returned.wait(PROMPTLY)  # the tool ran on, and what it returned was dropped
     assert len(results) == 1 and results[0].startswith("The tool did not finish: no answer")
+
+
+class Timeouts(AgentMiddleware[Any, Any, Any]):
+    """Records the ``timeout`` each model request is sent with; put after haltwise's middleware
+    (inside it), it sees the request as haltwise changed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[Any] = []
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.sent.append(request.model_settings.get("timeout"))
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.sent.append(request.model_settings.get("timeout"))
+        return await handler(request)
+
+
+def synthesized_after_the_deadline(governed: Governed[dict[str, Any]], model_calls: int) -> None:
+    outcome = governed.outcome
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.reason == "time_limit"
+    assert governed.output == "Best guess: 42."
+    assert final_message(governed).content == "Best guess: 42."
+    assert outcome.usage.model_calls == model_calls
+
+
+def test_a_synthesis_pass_after_a_tool_overran_a_synthesizing_deadline_has_time() -> None:
+    """The run's time is up when its pass is sent (a sync tool was given up on at the
+    deadline): the pass's timeout is its own, ``SYNTHESIS_SECONDS``, not the run's time left
+    (0, with which it could never be answered), and its answer ends the run."""
+    guard = Guard(timeout(seconds=1, on_limit="synthesize"))
+    timeouts = Timeouts()
+    release = threading.Event()  # ends the tool's thread once the run has returned
+
+    @tool
+    def crunch(query: str) -> str:
+        """Crunch numbers, blocking its thread."""
+        release.wait(HUNG)
+        return "crunched"
+
+    script = [
+        reply("Crunching.", tool_calls=[tool_call("crunch", {"query": "all"})]),
+        reply("Best guess: 42.", delay=0.3),
+    ]
+    with ScriptedServer(script) as server:
+        agent = create_agent(
+            chat_model(server), tools=[crunch], middleware=[HaltwiseMiddleware(guard), timeouts]
+        )
+        try:
+            governed = govern(agent, guard).run_sync(QUESTION)
+        finally:
+            release.set()
+        requests = server.requests
+    assert len(requests) == 2
+    assert tool_names(requests[1]) == []  # the pass
+    first, synthesis = timeouts.sent
+    assert 0 < first <= 1
+    assert synthesis == SYNTHESIS_SECONDS
+    synthesized_after_the_deadline(governed, model_calls=2)
+
+
+def test_a_model_call_cut_off_at_a_synthesizing_deadline_is_followed_by_the_pass() -> None:
+    guard = Guard(timeout(seconds=1, on_limit="synthesize"))
+    timeouts = Timeouts()
+    with ScriptedServer([*hung_script(), reply("Best guess: 42.")]) as server:
+        agent = create_agent(
+            chat_model(server),
+            tools=[Searches().tool],
+            middleware=[HaltwiseMiddleware(guard), timeouts],
+        )
+        deadline = time.monotonic() + 1
+        governed = govern(agent, guard).run_sync(QUESTION)
+        ended = time.monotonic()
+        requests = server.requests
+    assert ended < deadline + PROMPTLY  # the hung call was cut off at the deadline
+    assert len(requests) == 3
+    assert tool_names(requests[2]) == []  # the pass
+    assert timeouts.sent[-1] == SYNTHESIS_SECONDS
+    synthesized_after_the_deadline(governed, model_calls=3)  # the cut-off call counts
+
+
+def test_an_async_runs_synthesis_pass_has_a_timeout_of_its_own() -> None:
+    """``run`` sends its calls with no timeout (its task is cancelled at the deadline), but
+    once the run has stopped nothing cancels it: the pass is bounded by itself."""
+    guard = Guard(max_tool_calls(1, on_limit="synthesize") | timeout(minutes=5))
+    timeouts = Timeouts()
+
+    async def main() -> Governed[dict[str, Any]]:
+        script = [searching("q1", "q2"), reply("Best guess: 42.")]
+        with ScriptedServer(script) as server:
+            agent = create_agent(
+                chat_model(server),
+                tools=[Searches().tool],
+                middleware=[HaltwiseMiddleware(guard), timeouts],
+            )
+            return await govern(agent, guard).run(QUESTION)
+
+    governed = asyncio.run(main())
+    assert governed.output == "Best guess: 42."
+    assert governed.outcome.reason == "tool_call_limit"
+    assert timeouts.sent == [None, SYNTHESIS_SECONDS]
 
 
 # ------------------------------------------------------------------------------------------

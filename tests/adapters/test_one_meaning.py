@@ -225,3 +225,86 @@ def test_the_same_limits_stop_every_framework_at_the_same_step(adapter: str, sce
         assert ran.governed.output == "All five are sunny."
     else:
         assert outcome.checkpoint is not None
+
+
+# ------------------------------------------------------------------------------------------
+# The same checks at the call: a guard that is not one is refused by ``govern`` itself, with
+# the same message, in every adapter (never later, deep inside the framework's run). LangChain's
+# ``govern`` may be given no guard (it takes its middleware's); the others need one.
+
+
+def govern_openai_agents(guard: Any) -> object:
+    pytest.importorskip("agents")
+    from agents import Agent
+
+    from haltwise.adapters.openai_agents import govern
+
+    return govern(Agent(name="helper"), guard)
+
+
+def govern_pydantic_ai(guard: Any) -> object:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+
+    from haltwise.adapters.pydantic_ai import govern
+
+    return govern(Agent("test"), guard)
+
+
+def govern_langchain(guard: Any) -> object:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    from haltwise.adapters.langchain import HaltwiseMiddleware, govern
+
+    model = ChatOpenAI(model=MODEL, base_url="http://127.0.0.1:9", api_key="test")  # type: ignore[arg-type]
+    agent = create_agent(model, middleware=[HaltwiseMiddleware(Guard(haltwise.max_turns(3)))])
+    return govern(agent, guard)
+
+
+def govern_claude_agent_sdk(guard: Any) -> object:
+    pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk import ClaudeAgentOptions
+
+    from haltwise.adapters.claude_agent_sdk import govern
+
+    return govern(ClaudeAgentOptions(), guard)
+
+
+GOVERN: dict[str, Callable[[Any], object]] = {
+    "openai-agents": govern_openai_agents,
+    "pydantic-ai": govern_pydantic_ai,
+    "langchain": govern_langchain,
+    "claude-agent-sdk": govern_claude_agent_sdk,
+}
+
+#: What ``govern`` takes as its guard, as every refusal says.
+A_GUARD = (
+    "a haltwise Guard, e.g. Guard(max_turns(10)) (a Governor goes in as "
+    "Guard(governor=governor), limits as Guard(limits))"
+)
+#: Guards that are not guards, and the message each is refused with.
+NOT_GUARDS: dict[str, tuple[Callable[[], Any], str]] = {
+    "a governor": (
+        lambda: haltwise.Governor(haltwise.max_turns(3)),
+        f"govern(guard)=Governor(max_turns(3)) is not valid: expected {A_GUARD}",
+    ),
+    "limits": (
+        lambda: haltwise.max_turns(3),
+        f"govern(guard)=max_turns(3) is not valid: expected {A_GUARD}",
+    ),
+    "settings": (
+        lambda: {"max_turns": 3},
+        f"govern(guard)={{'max_turns': 3}} is not valid: expected {A_GUARD}",
+    ),
+}
+
+
+@pytest.mark.parametrize("given", list(NOT_GUARDS))
+@pytest.mark.parametrize("adapter", list(GOVERN))
+def test_every_govern_refuses_what_is_not_a_guard_at_the_call(adapter: str, given: str) -> None:
+    make_guard, refusal = NOT_GUARDS[given]
+    with pytest.raises(haltwise.InvalidValueError) as raised:
+        GOVERN[adapter](make_guard())
+    assert str(raised.value) == refusal

@@ -40,6 +40,7 @@ from haltwise import (
     Ask,
     Choice,
     Guard,
+    InvalidValueError,
     MemoryLedger,
     Prices,
     Status,
@@ -707,6 +708,32 @@ def test_a_hung_reply_ends_the_run_timed_out_within_a_second_of_its_deadline() -
     assert tools.ran == ["Paris"]
 
 
+def test_a_synthesis_pass_does_not_outlive_the_time_the_run_has_left() -> None:
+    """Once the run has stopped, its deadline no longer cancels the task: the tools-free pass
+    is bounded by itself (``synthesis_seconds``: here the second the run has left), and a pass
+    cut off there writes no answer, the stop standing with the pass counted."""
+    tools = Tools()
+    guard = Guard(max_tool_calls(1, on_limit="synthesize") | timeout(seconds=1))
+    script = [weather("Paris", "Rome"), reply("Too late.", delay=HUNG)]
+    with ScriptedServer(script) as server:
+        governed = govern(agent(server, tools), guard)
+        deadline = time.monotonic() + 1
+        with pytest.raises(asyncio.TimeoutError):
+            run(governed)
+        ended = time.monotonic()
+        requests = server.requests
+    assert ended < deadline + PROMPTLY  # not when the hung reply comes (30 s)
+    assert len(requests) == 2
+    assert "tools" not in requests[1]  # the pass
+    outcome = guard.governor.outcome
+    assert outcome is not None
+    assert outcome.status is Status.ABANDONED
+    assert outcome.reason == "tool_call_limit"
+    assert outcome.partial_output is None
+    assert outcome.usage.model_calls == 2
+    assert tools.ran == ["Paris"]
+
+
 def test_run_sync_runs_on_the_threads_default_loop_like_runner_run_sync() -> None:
     tools = Tools()
     script = [weather("Paris"), reply("Sunny."), weather("Rome"), reply("Sunny too.")]
@@ -738,6 +765,19 @@ def _close_default_loop() -> None:
     loop = asyncio.get_event_loop_policy().get_event_loop()
     loop.close()
     asyncio.set_event_loop(None)
+
+
+# Arguments: checked by govern itself (what is not a guard: test_one_meaning.py).
+
+
+@pytest.mark.parametrize("given", ["helper", Agent])
+def test_govern_refuses_what_is_not_an_agent_at_the_call(given: Any) -> None:
+    with pytest.raises(InvalidValueError) as raised:
+        govern(given, Guard(max_turns(3)))
+    assert str(raised.value) == (
+        f"govern(agent)={given!r} is not valid: expected an Agent of the OpenAI Agents SDK, "
+        "e.g. Agent(name=...)"
+    )
 
 
 # Outside a governed run the agents are left as they were.

@@ -33,7 +33,7 @@ from pydantic_ai import (
     RunContext,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -46,6 +46,7 @@ from haltwise import (
     Decision,
     Event,
     Guard,
+    InvalidValueError,
     Prices,
     Status,
     ToolResult,
@@ -58,6 +59,7 @@ from haltwise import (
     stuck,
     timeout,
 )
+from haltwise.adapters._common import SYNTHESIS_SECONDS
 from haltwise.adapters.pydantic_ai import GovernedAgent, govern
 from haltwise.testing import Reply, ScriptedServer, error, reply, tool_call
 
@@ -824,6 +826,44 @@ def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> No
     assert len(results) == 1 and results[0].startswith("The tool did not finish: no answer")
 
 
+@pytest.mark.usefixtures("event_loop_for_run_sync")
+def test_a_synthesis_pass_after_a_tool_overran_a_synthesizing_deadline_has_time() -> None:
+    """The run's time is up when its pass is sent: the pass's ``request_timeout`` is its own
+    (``SYNTHESIS_SECONDS``), not the run's time left (0), and the pass answers."""
+    guard = Guard(timeout(seconds=0.5, on_limit="synthesize"))
+    release = threading.Event()  # ends the tool's thread once the run has returned
+    sent: list[tuple[dict[str, Any], list[str]]] = []
+
+    def answer(history: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append((dict(info.model_settings or {}), [t.name for t in info.function_tools]))
+        if len(sent) == 1:
+            return ModelResponse(parts=[ToolCallPart("crunch", {"query": "all"})])
+        return ModelResponse(parts=[TextPart("Best guess: 42.")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(answer, model_name=MODEL))
+
+    @agent.tool_plain
+    def crunch(query: str) -> str:
+        """Crunch numbers, blocking its thread."""
+        release.wait(HUNG)
+        return "crunched"
+
+    try:
+        governed = govern(agent, guard).run_sync("Crunch them all.")
+    finally:
+        release.set()
+
+    (first, tools), (synthesis, no_tools) = sent
+    assert tools == ["crunch"] and no_tools == []
+    assert 0 < first["request_timeout"] <= 0.5
+    assert synthesis["request_timeout"] == SYNTHESIS_SECONDS
+    outcome = governed.outcome
+    assert outcome.status is Status.COMPLETED_WITH_WARNINGS
+    assert outcome.reason == "time_limit"
+    assert governed.output == "Best guess: 42."
+    assert outcome.usage.model_calls == 2
+
+
 class SettingsSeen:
     """An agent whose model answers at once and records the settings each request came with."""
 
@@ -892,6 +932,45 @@ def test_govern_is_the_one_entry_point() -> None:
     assert isinstance(governed, GovernedAgent)
     assert governed.agent is agent
     assert "max_turns(3)" in repr(governed)
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        (
+            {"agent": "openai:gpt-4o"},
+            "govern(agent)='openai:gpt-4o' is not valid: expected a pydantic-ai agent, e.g. "
+            "pydantic_ai.Agent(model, ...)",
+        ),
+        (
+            {"limits": 5},
+            "govern(limits)=5 is not valid: expected a limit such as max_turns(25), a callable "
+            "f(usage) -> bool, or None",
+        ),
+        ({"limits": "max_turns(3)"}, "govern(limits)='max_turns(3)' is not valid: expected "),
+    ],
+)
+def test_govern_refuses_an_argument_of_the_wrong_kind_at_the_call(
+    given: dict[str, Any], refusal: str
+) -> None:
+    """(What is not a guard: test_one_meaning.py.)"""
+    arguments: dict[str, Any] = {"agent": Agent("test"), "guard": Guard(max_turns(3)), **given}
+    with pytest.raises(InvalidValueError) as raised:
+        govern(**arguments)
+    assert str(raised.value).startswith(refusal)
+
+
+def test_a_sub_agents_limits_may_be_a_callable() -> None:
+    governed = govern(Agent("test"), Guard(max_turns(3)), limits=lambda usage: usage.turns > 2)
+    assert callable(governed.limits)
+
+
+@pytest.mark.usefixtures("event_loop_for_run_sync")
+def test_run_refuses_a_resume_that_is_not_one_before_the_run_starts() -> None:
+    seen = SettingsSeen()
+    with pytest.raises(InvalidValueError, match=r"^run\(resume\)=5 is not valid: expected True"):
+        govern(seen.agent, Guard(max_turns(3))).run_sync("Go.", resume=5)  # type: ignore[arg-type]
+    assert seen.settings == []  # no request was sent
 
 
 def test_the_adapters_package_imports_without_pydantic_ai() -> None:

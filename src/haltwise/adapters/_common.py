@@ -1,21 +1,47 @@
-"""What every framework adapter shares: the result of a governed run, the outcome of a
-synthesis pass (``synthesis_outcome``: one rule for every adapter), and the one synthesis pass
-of a run whose hooks run in several threads or tasks at once."""
+"""What every framework adapter shares: the checks of what ``govern`` and its kin are given
+(``checked_guard``, ``checked_limits``, ``saved_counts``), the result of a governed run, the
+outcome of a synthesis pass (``synthesis_outcome``: one rule for every adapter) and the time
+it may take (``synthesis_seconds``), and the one synthesis pass of a run whose hooks run in
+several threads or tasks at once.
+
+What does not live here: checks of a framework's own objects (its agent, its options), which
+each adapter makes with its framework's types; checks of a ``Guard``'s own arguments (its
+prompter, its synthesizer), which ``Guard`` makes.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from ..drivers.guard import Guard
 from ..engine.decisions import Decision
+from ..engine.errors import InvalidValueError
 from ..engine.events import ModelRequest
 from ..engine.governor import Governor
+from ..engine.limits import Limit, as_limit
 from ..engine.outcome import Outcome, Status, Usage
 
-__all__ = ["Governed", "SynthesisPass", "answered", "synthesis_outcome"]
+__all__ = [
+    "SYNTHESIS_SECONDS",
+    "Governed",
+    "Resume",
+    "SynthesisPass",
+    "answered",
+    "checked_guard",
+    "checked_limits",
+    "saved_counts",
+    "synthesis_outcome",
+    "synthesis_seconds",
+]
 
 R = TypeVar("R")
+
+#: The most the tools-free pass of a ``synthesize`` stop may take. It comes after the run has
+#: stopped: once a time limit stopped it, the run has no time left to give the pass.
+SYNTHESIS_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -51,10 +77,74 @@ class Governed(Generic[R]):
         return self.outcome.usage
 
 
+#: ``run(resume=...)``: True or a ``Governed`` (this guard's last run), a checkpoint reference,
+#: or the data of ``governor.checkpoint()``.
+Resume = bool | str | Mapping[str, Any] | Governed[Any] | None
+
+
+# ------------------------------------------------------------------------------------------
+# What govern and its kin are given, checked where they are given
+
+
+def checked_guard(guard: object, argument: str) -> Guard:
+    """``guard`` when it is a haltwise ``Guard``; else an ``InvalidValueError`` naming
+    ``argument`` (``"govern(guard)"``, say), what it got and what it takes, raised at the call
+    rather than deep inside the framework's run."""
+    if not isinstance(guard, Guard):
+        raise InvalidValueError(
+            argument,
+            guard,
+            "a haltwise Guard, e.g. Guard(max_turns(10)) (a Governor goes in as "
+            "Guard(governor=governor), limits as Guard(limits))",
+        )
+    return guard
+
+
+def checked_limits(
+    limits: Limit | Callable[[Usage], bool] | None, argument: str
+) -> Limit | Callable[[Usage], bool] | None:
+    """``limits`` when they are limits (a limit, a callable ``f(usage) -> bool``, or None);
+    else an ``InvalidValueError`` naming ``argument``."""
+    try:
+        as_limit(limits)
+    except InvalidValueError as error:
+        raise InvalidValueError(argument, error.value, error.valid) from None
+    return limits
+
+
+def saved_counts(governor: Governor, resume: Resume) -> dict[str, Any] | str | None:
+    """What to restore once a run has started, so that it keeps the counts it had: nothing for
+    None or False, a checkpoint reference or data as given, else (True, a ``Governed``) this
+    guard's last run as it stands."""
+    if resume is None or resume is False:
+        return None
+    if isinstance(resume, str):
+        return resume
+    if isinstance(resume, Mapping):
+        return dict(resume)
+    if resume is True or isinstance(resume, Governed):
+        return governor.checkpoint()
+    raise InvalidValueError(
+        "run(resume)",
+        resume,
+        "True or a Governed (this guard's last run), a checkpoint reference "
+        "(outcome.checkpoint), the data of governor.checkpoint(), or None",
+    )
+
+
 def answered(text: str | None) -> bool:
     """Whether a synthesis pass wrote an answer: some text, not only blanks (a pass that called
     a tool instead has none)."""
     return text is not None and bool(text.strip())
+
+
+def synthesis_seconds(time_left: float | None) -> float:
+    """How long the tools-free pass of a ``synthesize`` stop may take: what the run has left,
+    at most ``SYNTHESIS_SECONDS``; the whole ``SYNTHESIS_SECONDS`` once its time is up (a time
+    limit that synthesizes asks for a pass after its deadline) or when it has no time limit."""
+    if not time_left:
+        return SYNTHESIS_SECONDS
+    return min(time_left, SYNTHESIS_SECONDS)
 
 
 def synthesis_outcome(governor: Governor, answer: str | None) -> Outcome:

@@ -74,7 +74,7 @@ from claude_agent_sdk import (
 
 from ..drivers.guard import AsyncRun, Guard
 from ..engine.decisions import Block, Decision, Stop
-from ..engine.errors import ConfigurationError, HaltError, HaltSignal
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal, InvalidValueError
 from ..engine.events import (
     Event,
     Injected,
@@ -87,7 +87,15 @@ from ..engine.events import (
 )
 from ..engine.governor import Governor
 from ..engine.policies import Evidence
-from ._common import Governed, answered
+from ._common import (
+    SYNTHESIS_SECONDS,
+    Governed,
+    Resume,
+    answered,
+    checked_guard,
+    saved_counts,
+    synthesis_seconds,
+)
 from ._messages_proxy import Exchange, MessagesProxy
 
 __all__ = ["GovernedClaude", "govern"]
@@ -100,8 +108,6 @@ SYNTHESIS_PROMPT = (
     "and what to do next.\n\n"
     "The user's request:\n{prompt}\n\nWhat was gathered:\n{gathered}"
 )
-#: The most the tools-free pass may take when the run's own time is already up.
-SYNTHESIS_SECONDS = 60.0
 #: The CLI's default ``max_tokens`` for current models; haltwise sets it so it knows it.
 DEFAULT_MAX_TOKENS = 32_000
 #: How long the CLI waits for a haltwise hook: a human may take this long to answer an ask
@@ -144,7 +150,8 @@ def govern(
     connects; it stays connected between runs, one session). ``max_tokens`` is what the CLI sends
     as each request's ``max_tokens`` (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``), the worst case a cost
     or token limit is checked with before a request; by default the options' own setting, else
-    ``DEFAULT_MAX_TOKENS``.
+    ``DEFAULT_MAX_TOKENS``. An argument of the wrong kind raises ``InvalidValueError`` here,
+    naming it.
     """
     return GovernedClaude(agent, guard, max_tokens)
 
@@ -165,10 +172,10 @@ class GovernedClaude:
             self.client = None
             options = agent
         else:
-            raise ConfigurationError(
-                f"govern() takes ClaudeAgentOptions or a ClaudeSDKClient, got {agent!r}"
+            raise InvalidValueError(
+                "govern(agent)", agent, "ClaudeAgentOptions or a ClaudeSDKClient not connected yet"
             )
-        self.guard = guard
+        self.guard = checked_guard(guard, "govern(guard)")
         #: The options as the user gave them; each run adds haltwise's hooks to a copy.
         self.options = options
         self.max_tokens = _max_tokens(options, max_tokens)
@@ -253,7 +260,7 @@ class GovernedClaude:
         self,
         prompt: str,
         *,
-        resume: bool | str | Mapping[str, Any] | Governed[Any] | None = None,
+        resume: Resume = None,
         session_id: str | None = None,
         on_message: Callable[[Message], object] | None = None,
     ) -> Governed[ResultMessage]:
@@ -268,8 +275,10 @@ class GovernedClaude:
         """
         if self._session is not None:
             raise ConfigurationError("this governed agent is already running; runs do not overlap")
+        if on_message is not None and not callable(on_message):
+            raise InvalidValueError("run(on_message)", on_message, "a function f(message), or None")
         governor = self.guard.governor
-        saved = _saved_counts(governor, resume)
+        saved = saved_counts(governor, resume)
         if session_id is None and self.client is None and resume is not None:
             session_id = self._session_of(resume)
         upstream = _upstream(self.options)
@@ -315,7 +324,7 @@ class GovernedClaude:
         self._last = (governed, session.cli_session)
         return governed
 
-    def _session_of(self, resume: bool | str | Mapping[str, Any] | Governed[Any]) -> str | None:
+    def _session_of(self, resume: Resume) -> str | None:
         """The CLI session a resumed run continues: the last run's, for True or its result."""
         last, cli_session = self._last
         if resume is True or (last is not None and resume is last):
@@ -956,8 +965,7 @@ class _Session:
                 if isinstance(message, ResultMessage):
                     results.append(message)
 
-        left = self.run.time_left()
-        seconds = SYNTHESIS_SECONDS if not left else min(left, SYNTHESIS_SECONDS)
+        seconds = synthesis_seconds(self.run.time_left())
         # No answer in time, or the CLI ended in error: the SDK raises that error after the
         # CLI's error result (the model called a tool it does not have, and the one turn
         # allowed was used), whose usage is what the pass spent. Either way the stop stands.
@@ -1039,7 +1047,9 @@ def _upstream(options: ClaudeAgentOptions) -> str:
 def _max_tokens(options: ClaudeAgentOptions, given: int | None) -> int:
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-            raise ConfigurationError(f"max_tokens must be a positive int, got {given!r}")
+            raise InvalidValueError(
+                "govern(max_tokens)", given, "a positive number of tokens, e.g. 8192, or None"
+            )
         return given
     configured = options.env.get("CLAUDE_CODE_MAX_OUTPUT_TOKENS") or os.environ.get(
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS"
@@ -1050,19 +1060,6 @@ def _max_tokens(options: ClaudeAgentOptions, given: int | None) -> int:
         raise ConfigurationError(
             f"CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a number of tokens, got {configured!r}"
         ) from error
-
-
-def _saved_counts(
-    governor: Governor, resume: bool | str | Mapping[str, Any] | Governed[Any] | None
-) -> dict[str, Any] | str | None:
-    """What to restore once the run has started, so that it keeps the counts it had."""
-    if resume is None or resume is False:
-        return None
-    if isinstance(resume, str):
-        return resume
-    if isinstance(resume, Mapping):
-        return dict(resume)
-    return governor.checkpoint()  # this guard's last run, as it stands
 
 
 def _parse_json(text: str) -> dict[str, Any]:

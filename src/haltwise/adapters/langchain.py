@@ -19,9 +19,11 @@ out each decision, adding no node to the agent's loop:
   ``time_left()`` (as ``timeout``, unless the run interrupts the call at its deadline itself)
   go into the request's ``model_settings``; notes from soft limits go into
   its messages (and the state) as ``[haltwise]`` user messages. A ``synthesize`` stop is
-  answered here: one more model call, tools removed, counted, whose answer ends the run. It is
-  made once per run: calls that meet the stop meanwhile (parallel branches, sub-agents) wait
-  for it, then close with the run's outcome (the answer, or the stop if the pass failed).
+  answered here: one more model call, tools removed, counted, whose answer ends the run, sent
+  with a timeout of its own (``synthesis_seconds``: after a time limit's stop the run has no
+  time left to give it). It is made once per run: calls that meet the stop meanwhile
+  (parallel branches, sub-agents) wait for it, then close with the run's outcome (the answer,
+  or the stop if the pass failed).
 - ``wrap_tool_call``: the first call of a response to reach the tool node reports ``ToolCall``
   for every call of that response, before any of them runs (LangGraph runs them as parallel
   tasks; the others wait for it). A refused call returns a ``ToolMessage`` with
@@ -96,7 +98,7 @@ from ..drivers.bounded import Overdue, call_within
 from ..drivers.guard import AsyncRun, Guard, Run
 from ..drivers.prompters import parse_answer
 from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Stop, Warn
-from ..engine.errors import ConfigurationError, HaltError, HaltSignal
+from ..engine.errors import ConfigurationError, HaltError, HaltSignal, InvalidValueError
 from ..engine.events import Event, RunEnded, RunStarted, ToolResult, TurnEnded, TurnStarting
 from ..engine.events import ModelRequest as ModelRequestEvent
 from ..engine.events import ModelResponse as ModelResponseEvent
@@ -104,7 +106,15 @@ from ..engine.events import ToolCall as ToolCallEvent
 from ..engine.governor import Governor
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Usage
-from ._common import Governed, SynthesisPass, answered, synthesis_outcome
+from ._common import (
+    Governed,
+    SynthesisPass,
+    answered,
+    checked_guard,
+    checked_limits,
+    synthesis_outcome,
+    synthesis_seconds,
+)
 
 __all__ = ["GovernedAgent", "HaltwiseMiddleware", "govern"]
 
@@ -333,7 +343,7 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
         stop = governor.stopped
         if stop is not None:
             if stop.synthesize:
-                return (yield from _synthesis_flow(live, site, stop, kept, bounded=bounded))
+                return (yield from _synthesis_flow(live, site, stop, kept))
             return site.closing([*kept, _closing(live)])
         try:
             decision = yield ModelRequestEvent(site.model, max_tokens=site.max_tokens)
@@ -353,8 +363,8 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
         except Exception:
             try:
                 yield ModelResponseEvent(site.model, answered=False)
-            except _HALTS:  # its time ran out, or it was cancelled: end cleanly
-                return site.closing([*kept, _closing(live)])
+            except _HALTS:
+                continue  # its time ran out, or it was cancelled: close, or write the answer
             raise
         message = site.message(result)
         text = _text(message)
@@ -371,13 +381,15 @@ def _model_flow(live: _Live, site: _Site, *, bounded: bool) -> _Flow[Any]:
         kept.extend(site.messages(result))  # the partial answer stays; the final one follows
 
 
-def _synthesis_flow(
-    live: _Live, site: _Site, stop: Stop, kept: list[AnyMessage], *, bounded: bool
-) -> _Flow[Any]:
+def _synthesis_flow(live: _Live, site: _Site, stop: Stop, kept: list[AnyMessage]) -> _Flow[Any]:
     """A model call that meets a ``synthesize`` stop. One flow of the run makes the pass: one
     more call, tools removed, whose answer ends the run. Flows that meet the stop meanwhile
     (parallel branches, sub-agents) wait for it, reporting nothing, then close with the run's
-    outcome: the answer, or the stop when the pass was refused, failed or raised."""
+    outcome: the answer, or the stop when the pass was refused, failed or raised.
+
+    The pass is sent with a timeout of its own (``synthesis_seconds``), sync or async: the run
+    has stopped, so neither its time left (none, after a time limit) nor its deadline bounds
+    it."""
     governor = live.governor
     if stop.synthesizer is not None or live.run.guard.synthesizer is not None:
         # The guard's run writes the answer with its synthesizer (``Guard``): the request,
@@ -401,7 +413,7 @@ def _synthesis_flow(
         request = site.prepared(
             kept,
             max_tokens=_sent_max_tokens(decision, site.max_tokens),
-            timeout=governor.time_left() if bounded else None,
+            timeout=synthesis_seconds(governor.time_left()),
             tools_free=True,
         )
         try:
@@ -856,11 +868,11 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(self, guard: Guard, *, pause_on_ask: bool = False) -> None:
         super().__init__()
-        if not isinstance(guard, Guard):
-            raise ConfigurationError(
-                f"HaltwiseMiddleware(guard) takes a haltwise Guard, not {type(guard).__name__}"
+        self.guard = checked_guard(guard, "HaltwiseMiddleware(guard)")
+        if not isinstance(pause_on_ask, bool):
+            raise InvalidValueError(
+                "HaltwiseMiddleware(pause_on_ask)", pause_on_ask, "True or False"
             )
-        self.guard = guard
         self.pause_on_ask = pause_on_ask
 
     @property
@@ -871,6 +883,7 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def child(self, limits: Limit | Callable[[Usage], bool] | None = None) -> HaltwiseMiddleware:
         """A middleware for a sub-agent: its own run on a child governor (with ``limits`` of
         its own, if given), whose spending counts against this guard's limits too."""
+        checked_limits(limits, "HaltwiseMiddleware.child(limits)")
         guard = Guard(
             governor=self.guard.governor.child(limits),
             prompter=self.guard.prompter,
@@ -1019,6 +1032,12 @@ class HaltwiseMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ``create_agent``'s model calls are. Each call is a turn. A stopped run's node answers
         with its closing message, which has no tool calls, so a ``tools_condition`` edge ends
         the graph. Run the tool calls with ``tool_node``: it reports and refuses them."""
+        if not isinstance(model, Runnable):
+            raise InvalidValueError(
+                "model_node(model)",
+                model,
+                "a LangChain chat model or runnable, e.g. chat_model.bind_tools(tools)",
+            )
         node = _ModelNode(self, model, messages_key)
         return RunnableLambda(node.invoke, afunc=node.ainvoke, name="haltwise_model")
 
@@ -1115,9 +1134,10 @@ def govern(agent: Pregel[Any, Any, Any, Any], guard: Guard | None = None) -> Gov
     ``tool_node`` in a graph of your own); ``guard`` may be left out to use that one's.
     """
     if not isinstance(agent, Pregel):
-        raise ConfigurationError(
-            f"govern() takes a compiled LangGraph graph (create_agent's agent, or "
-            f"StateGraph.compile()), not {type(agent).__name__}"
+        raise InvalidValueError(
+            "govern(agent)",
+            agent,
+            "a compiled LangGraph graph (create_agent's agent, or StateGraph.compile())",
         )
     found = _middleware_in(agent)
     if not found:
@@ -1129,6 +1149,7 @@ def govern(agent: Pregel[Any, Any, Any, Any], guard: Guard | None = None) -> Gov
     if guard is None:
         middleware = found[0]
     else:
+        checked_guard(guard, "govern(guard)")
         matching = [m for m in found if m.guard.governor is guard.governor]
         if not matching:
             raise ConfigurationError(

@@ -84,11 +84,17 @@ from openai.types.responses import (
 
 from ..drivers.guard import AsyncRun, Guard
 from ..engine.decisions import Block
-from ..engine.errors import HaltError, HaltSignal, error_for
+from ..engine.errors import HaltError, HaltSignal, InvalidValueError, error_for
 from ..engine.events import ModelResponse as ModelResponseEvent
 from ..engine.events import ToolCall, ToolResult, TurnEnded, TurnStarting
 from ..engine.outcome import Outcome, Status
-from ._common import Governed, answered, synthesis_outcome
+from ._common import (
+    Governed,
+    answered,
+    checked_guard,
+    synthesis_outcome,
+    synthesis_seconds,
+)
 
 __all__ = ["GovernedAgent", "govern"]
 
@@ -113,9 +119,14 @@ def govern(agent: Agent[TContext], guard: Guard) -> GovernedAgent[TContext]:
 
     The models of ``agent`` and of every agent it reaches by handoffs and ``as_tool`` are wrapped
     in place, and its function tools get haltwise's tool guardrails. Outside a governed run
-    both pass straight through, so the agents stay usable on their own.
+    both pass straight through, so the agents stay usable on their own. An argument of the
+    wrong kind raises ``InvalidValueError`` here, naming it.
     """
-    return GovernedAgent(agent, guard)
+    if not isinstance(agent, Agent):
+        raise InvalidValueError(
+            "govern(agent)", agent, "an Agent of the OpenAI Agents SDK, e.g. Agent(name=...)"
+        )
+    return GovernedAgent(agent, checked_guard(guard, "govern(guard)"))
 
 
 class GovernedAgent(Generic[TContext]):
@@ -436,7 +447,11 @@ class _Session:
         if max_tokens != settings.max_tokens:
             request.settings = dataclasses.replace(settings, max_tokens=max_tokens)
         try:
-            response = await model.send(request)
+            # The run has stopped, so its deadline no longer cancels this task: the pass has a
+            # bound of its own (cut off there, it raises ``asyncio.TimeoutError``, as a failed
+            # pass raises the model's error).
+            seconds = synthesis_seconds(run.time_left())
+            response = await asyncio.wait_for(model.send(request), seconds)
         except Exception:
             await self._unanswered(model, request)
             run.outcome = self.governor.synthesis_unanswered()

@@ -16,7 +16,7 @@ floor ``benchmarks/bench_pydantic_ai.py`` measures.
 - ``prepare_model_request`` (once per attempt, before it is sent): ``ModelRequest`` with the
   ``max_tokens`` of the model settings, lowered there when a token limit says so; under
   ``run_sync``, the run's time left as the attempt's ``request_timeout`` (``run`` cancels its
-  task at the deadline instead);
+  task at the deadline instead); the synthesis pass's own (``synthesis_seconds``) under both;
 - ``after_model_request``: ``ModelResponse`` from pydantic-ai's ``RequestUsage``, then a
   ``ToolCall`` for each call the response makes, all of them before any runs (output tools too:
   the call that writes the final answer counts like any other);
@@ -46,7 +46,7 @@ import dataclasses
 import inspect
 import itertools
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from typing import Any, Generic, TypeVar, cast
 
@@ -73,7 +73,13 @@ from pydantic_core import to_json
 from ..drivers.bounded import Overdue
 from ..drivers.guard import AsyncRun, Guard, Run
 from ..engine.decisions import Block, Continue, Decision, Stop, Warn
-from ..engine.errors import ConfigurationError, HaltError, HaltSignal, error_for
+from ..engine.errors import (
+    ConfigurationError,
+    HaltError,
+    HaltSignal,
+    InvalidValueError,
+    error_for,
+)
 from ..engine.events import (
     Event,
     ModelRequest,
@@ -85,8 +91,16 @@ from ..engine.events import (
 )
 from ..engine.governor import Governor
 from ..engine.limits import Limit
-from ..engine.outcome import Status
-from ._common import Governed, synthesis_outcome
+from ..engine.outcome import Status, Usage
+from ._common import (
+    Governed,
+    Resume,
+    checked_guard,
+    checked_limits,
+    saved_counts,
+    synthesis_outcome,
+    synthesis_seconds,
+)
 
 __all__ = ["GovernedAgent", "HaltwiseCapability", "govern"]
 
@@ -100,8 +114,6 @@ SYNTHESIS_PROMPT = (
     "can to the user's request. Say plainly what is done, what is missing or unverified, and "
     "what to do next."
 )
-#: The most the tools-free pass may take when the run's own time is already up.
-SYNTHESIS_SECONDS = 60.0
 
 #: Where a sub-agent reports: the governed run whose tools are running in this context.
 _current: ContextVar[_Session | None] = ContextVar("haltwise_pydantic_ai_run", default=None)
@@ -109,27 +121,36 @@ _request_ids = itertools.count(1)
 #: Every turn's ``TurnStarting``: the event has no fields, so one value serves them all.
 _TURN_STARTING = TurnStarting()
 
-#: ``resume=``: True or a ``Governed`` (this guard's last run), a checkpoint reference, or the
-#: data of ``governor.checkpoint()``.
-Resume = bool | str | Mapping[str, Any] | Governed[Any] | None
-
 
 def govern(
-    agent: AbstractAgent[Any, OutputT], guard: Guard, *, limits: Limit | None = None
+    agent: AbstractAgent[Any, OutputT],
+    guard: Guard,
+    *,
+    limits: Limit | Callable[[Usage], bool] | None = None,
 ) -> GovernedAgent[OutputT]:
     """``agent`` under ``guard``'s limits: ``run`` / ``run_sync`` return ``Governed``.
 
     ``limits`` are a sub-agent's own (a child governor's), checked with those of the run it is
     called from; they are only for an agent run from a tool of a governed run of ``guard``.
+    An argument of the wrong kind raises ``InvalidValueError`` here, naming it.
     """
-    return GovernedAgent(agent, guard, limits)
+    if not isinstance(agent, AbstractAgent):
+        raise InvalidValueError(
+            "govern(agent)", agent, "a pydantic-ai agent, e.g. pydantic_ai.Agent(model, ...)"
+        )
+    return GovernedAgent(
+        agent, checked_guard(guard, "govern(guard)"), checked_limits(limits, "govern(limits)")
+    )
 
 
 class GovernedAgent(Generic[OutputT]):
     """A pydantic-ai agent whose runs are governed; built by ``govern``."""
 
     def __init__(
-        self, agent: AbstractAgent[Any, OutputT], guard: Guard, limits: Limit | None
+        self,
+        agent: AbstractAgent[Any, OutputT],
+        guard: Guard,
+        limits: Limit | Callable[[Usage], bool] | None,
     ) -> None:
         self.agent = agent
         self.guard = guard
@@ -155,7 +176,7 @@ class GovernedAgent(Generic[OutputT]):
         ``deferred_tool_results=``).
         """
         guard = self._guard_under(_current.get())
-        saved = _saved_counts(guard.governor, resume)
+        saved = saved_counts(guard.governor, resume)
         result: AgentRunResult[OutputT] | None = None
         async with guard.arun(_prompt_text(user_prompt)) as run:
             session = self._session(run, saved, kwargs, child=guard is not self.guard)
@@ -186,7 +207,7 @@ class GovernedAgent(Generic[OutputT]):
         request (``request_timeout``).
         """
         guard = self._guard_under(None)
-        saved = _saved_counts(guard.governor, resume)
+        saved = saved_counts(guard.governor, resume)
         result: AgentRunResult[OutputT] | None = None
         with guard.run(_prompt_text(user_prompt)) as run:
             session = self._session(run, saved, kwargs, child=False)
@@ -245,17 +266,6 @@ def _at_once(step: Coroutine[Any, Any, T]) -> T:
         return result
     step.close()
     raise RuntimeError("a sync run's settlement waited on something")  # pragma: no cover
-
-
-def _saved_counts(governor: Governor, resume: Resume) -> dict[str, Any] | str | None:
-    """What to restore once the run has started, so that it keeps the counts it had."""
-    if resume is None or resume is False:
-        return None
-    if isinstance(resume, str):
-        return resume
-    if isinstance(resume, Mapping):
-        return dict(resume)
-    return governor.checkpoint()  # this guard's last run, as it stands
 
 
 def _deferred_ids(results: DeferredToolResults | None) -> set[str]:
@@ -514,7 +524,8 @@ class HaltwiseCapability(AbstractCapability[Any]):
         if lowered is not None and lowered != asked:
             changes["max_tokens"] = lowered
         if session.wrapping_up:
-            left: float | None = SYNTHESIS_SECONDS
+            # The run has stopped, so no deadline of its own cuts the pass off: it has its own.
+            left: float | None = synthesis_seconds(session.run.time_left())
         elif session.async_run is not None:
             # The async run cancels its task at the deadline; a ``request_timeout`` as well would
             # cost pydantic-ai a cancel scope and a timer on every attempt, to do the same.
