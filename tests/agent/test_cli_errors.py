@@ -1,6 +1,7 @@
 """The ``haltwise`` command when things go wrong, as a user meets it in a real process: each bad
-input is one line on stderr and an exit code; a crash of ours, a closed pipe and a second signal
-still end the run with its outcome; ``--version``; ``--on-ledger-error``; resume hints."""
+input (an extra not installed too) is one line on stderr and an exit code; a crash of ours, a
+closed pipe and a second signal still end the run with its outcome; ``--version``;
+``--on-ledger-error``; resume hints."""
 
 from __future__ import annotations
 
@@ -42,9 +43,11 @@ def haltwise_command(*args: str, prelude: str = "") -> list[str]:
     return [sys.executable, "-c", start, *args]
 
 
-def run_haltwise(*args: str, cwd: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+def run_haltwise(
+    *args: str, cwd: Path, prelude: str = "", **environ: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        haltwise_command(*args),
+        haltwise_command(*args, prelude=prelude),
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -75,6 +78,8 @@ class Case:
     #: Made read-only (and unreadable) before the command runs.
     locked: list[str] = field(default_factory=list)
     as_root_too: bool = True
+    #: Modules the command cannot import, as if their extra were not installed.
+    missing: list[str] = field(default_factory=list)
 
 
 CASES: dict[str, Case] = {
@@ -196,6 +201,45 @@ CASES: dict[str, Case] = {
         r"haltwise run: cannot reach the model endpoint at http://127\.0\.0\.1:9/v1",
         code=1,
     ),
+    "stop with no run": Case(
+        ["stop"],
+        r"haltwise stop: say which runs to stop: a run's id \(haltwise stop RUN; haltwise runs "
+        r"lists them\), --all for every live run, or --all --key K for those spending budget K$",
+    ),
+    "stop with a run and --all": Case(
+        ["stop", "r1", "--all"],
+        r"haltwise stop: name one run \(haltwise stop RUN\) or say --all, not both$",
+    ),
+    "demo without the agent's extra": Case(
+        ["demo"],
+        r"haltwise demo: the agent needs its extra \(openai is missing\): pip install "
+        r'"haltwise\[agent\]"$',
+        missing=["openai"],
+    ),
+    "chat without the agent's extra": Case(
+        ["chat", *NO_SERVER],
+        r"haltwise chat: the agent needs its extra \(prompt_toolkit, rich are missing\): pip "
+        r'install "haltwise\[agent\]"$',
+        missing=["prompt_toolkit", "rich"],
+    ),
+    "run without the agent's extra": Case(
+        ["run", "Go.", *NO_SERVER],
+        r"haltwise run: the agent needs its extra \(re2 is missing\): pip install "
+        r'"haltwise\[agent\]"$',
+        missing=["re2"],
+    ),
+    "runs on Redis without its extra": Case(
+        ["runs", "--ledger", "redis://127.0.0.1:9/0"],
+        r"haltwise runs: the Redis ledger needs its extra \(redis is missing\): pip install "
+        r'"haltwise\[redis\]"$',
+        missing=["redis"],
+    ),
+    "dashboard without its extra": Case(
+        ["dashboard", "--ledger", "memory:", "--port", "0"],
+        r"haltwise dashboard: the dashboard needs its extra \(sse_starlette is missing\): pip "
+        r'install "haltwise\[dashboard\]"$',
+        missing=["sse_starlette"],
+    ),
 }
 
 
@@ -212,7 +256,9 @@ def test_a_bad_input_is_one_line_and_an_exit_code(case: Case, tmp_path: Path) ->
         (folder / name).chmod(0o500 if (folder / name).is_dir() else 0o000)
     args = [arg.replace("{tmp}", str(folder)) for arg in case.args]
     environ = {"HALTWISE_STORE": str(tmp_path / "store.db"), **case.environ}
-    done = run_haltwise(*args, cwd=folder, **environ)
+    hidden = "".join(f"sys.modules[{name!r}] = None\n" for name in case.missing)
+    prelude = f"import sys\n{hidden}" if hidden else ""
+    done = run_haltwise(*args, cwd=folder, prelude=prelude, **environ)
     for name in case.locked:
         (folder / name).chmod(0o700)
     assert done.returncode == case.code, done.stderr

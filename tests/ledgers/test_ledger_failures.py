@@ -1,20 +1,22 @@
 """A ledger that fails: a clear error naming what is wrong, and nothing lost.
 
 A file that is not a SQLite database and bad URLs are refused when opened, saying what would be
-accepted, and the file is left as it was; a command that only reads makes no ledger where a
-mistyped path points. A SQLite file deleted under a running process stops it from spending in
-a file no other process sees (its heartbeats and its reads find it out); a ledger that only
-reads (a dashboard) follows the path to the new file. Reads never wait for the write lock; a
-stop or an answer waits a second for it, a run's write longer, then says the ledger is busy. A
-Redis server that stops mid-run stops a run with shared limits (``ledger_unavailable``, naming
-the URL and the error); restarted, it has every count it had, and the ledgers that were open
-carry on.
+accepted, and the file is left as it was; a Redis URL without redis-py names the extra that
+installs it; a command that only reads makes no ledger where a mistyped path points. A SQLite
+file deleted under a running process stops it from spending in a file no other process sees
+(its heartbeats and its reads find it out); a ledger that only reads (a dashboard) follows the
+path to the new file. Reads never wait for the write lock; a stop or an answer waits a second
+for it, a run's write longer, then says the ledger is busy. A Redis server that stops mid-run
+stops a run with shared limits (``ledger_unavailable``, naming the URL and the error);
+restarted, it has every count it had, and the ledgers that were open carry on.
 """
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +74,26 @@ def test_bad_urls_say_what_would_do(url: str, says: str) -> None:
     with pytest.raises(InvalidValueError, match="ledger") as caught:
         open_ledger(url)
     assert says in str(caught.value)
+
+
+def test_a_redis_url_without_its_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As if redis-py were not installed, and the Redis ledger not imported yet.
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "haltwise.ledgers.redis", raising=False)
+    says = (
+        r'^the Redis ledger needs its extra \(redis is missing\): pip install "haltwise\[redis\]"$'
+    )
+    with pytest.raises(ConfigurationError, match=says):
+        open_ledger("redis://127.0.0.1:6379/0")
+    with pytest.raises(ConfigurationError, match=says):
+        importlib.import_module("haltwise.ledgers.redis")
+
+
+def test_ledger_busy_is_a_ledger_error_importable_from_the_ledgers_too() -> None:
+    from haltwise.engine import errors
+
+    assert LedgerBusy is errors.LedgerBusy
+    assert issubclass(LedgerBusy, LedgerError)
 
 
 def test_a_folder_where_the_file_should_be_is_a_clear_error(tmp_path: Path) -> None:

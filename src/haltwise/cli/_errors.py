@@ -1,5 +1,6 @@
-"""How a ``haltwise`` command fails: output paths checked before any work, a closed pipe ended
-quietly, and our own bugs logged to a file while the user reads one line.
+"""How a ``haltwise`` command fails: an optional extra that is not installed named with the
+command that installs it, output paths checked before any work, a closed pipe ended quietly,
+and our own bugs logged to a file while the user reads one line.
 
 Nothing here imports more than the standard library.
 """
@@ -7,6 +8,7 @@ Nothing here imports more than the standard library.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -21,6 +23,7 @@ __all__ = [
     "check_output_path",
     "crash_log_path",
     "log_crash",
+    "require_extra",
     "say",
     "silence_stdout",
 ]
@@ -30,6 +33,13 @@ __all__ = [
 EXIT_BROKEN_PIPE = 141
 #: The file our tracebacks go to, in the store's folder.
 LOG_NAME = "haltwise.log"
+#: The optional extras (``pyproject.toml``) that commands and the Redis ledger check for, each
+#: with the top-level modules its packages install (tests/test_packaging.py compares the two).
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "agent": ("openai", "prompt_toolkit", "rich", "pydantic", "re2", "psutil"),
+    "redis": ("redis",),
+    "dashboard": ("starlette", "uvicorn", "sse_starlette"),
+}
 
 
 def say(line: str) -> None:
@@ -39,6 +49,20 @@ def say(line: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def require_extra(extra: str, what: str) -> None:
+    """A ``ConfigurationError`` (a command's exit 2) saying that ``what`` needs ``extra`` and
+    how to install it, when a module of that extra is not installed; else nothing. The modules
+    are looked for, not imported: a missing one is found before any work starts, wherever it
+    would have been imported."""
+    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ConfigurationError(
+            f"{what} needs its extra ({', '.join(missing)} {verb} missing): "
+            f'pip install "haltwise[{extra}]"'
+        )
 
 
 def silence_stdout() -> None:

@@ -21,6 +21,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._errors import require_extra
+
+    require_extra("agent", "the agent")
     from ..agent.chat import main
 
     return main(args)

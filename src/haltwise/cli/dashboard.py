@@ -93,19 +93,16 @@ def run(args: argparse.Namespace) -> int:
     import socket
 
     from ..engine.errors import ConfigurationError
+    from ._errors import require_extra
     from ._fleet import ledger_from, ledger_name
 
     port = parse_port(args.port)
     token = choose_token(args.host, dict(os.environ))
-    try:
-        import uvicorn
+    require_extra("dashboard", "the dashboard")
+    import uvicorn
 
-        from ..dashboard.app import create_app
-    except ImportError as error:
-        raise ConfigurationError(
-            f"the dashboard needs its extra ({error.name} is missing): "
-            'pip install "haltwise[dashboard]"'
-        ) from None
+    from ..dashboard.app import create_app
+
     family = socket.AF_INET6 if ":" in args.host.strip("[]") else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -109,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     from decimal import Decimal
     from pathlib import Path
 
+    from ._errors import require_extra
+
+    require_extra("agent", "the agent")
     from openai import OpenAI
     from rich.text import Text
 

@@ -28,6 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._errors import require_extra
+
+    require_extra("agent", "the agent")
     from ..agent.headless import main
 
     return main(args)

@@ -31,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.ledger import unheard
     from ._fleet import ledger_from
 
-    if (args.run_id is None) == (not args.all):
+    if args.run_id is None and not args.all:
+        raise ConfigurationError(
+            "say which runs to stop: a run's id (haltwise stop RUN; haltwise runs lists them), "
+            "--all for every live run, or --all --key K for those spending budget K"
+        )
+    if args.run_id is not None and args.all:
         raise ConfigurationError("name one run (haltwise stop RUN) or say --all, not both")
     if args.key is not None and not args.all:
         raise ConfigurationError("--key goes with --all: haltwise stop --all --key team-a")

@@ -52,9 +52,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine.errors import ConfigurationError, LedgerError
+from ..engine.errors import ConfigurationError, LedgerBusy, LedgerError
 from ..engine.ledger import Ledger, unheard
-from ..ledgers import LedgerBusy
 from .watch import Watcher
 
 __all__ = ["TOKEN_HEADER", "Dashboard", "create_app"]

@@ -8,6 +8,7 @@
     │   ├── UnpricedModelError      a cost limit is set but a model has no known price
     │   └── QuestionOpen            an event came while a question to the human is unanswered
     ├── LedgerError                 the ledger could not be reached or answered wrongly
+    │   └── LedgerBusy              another process's write held the ledger longer than a call waits
     └── HaltError                   a run was stopped; carries its Outcome
         ├── LimitExceeded           a limit tripped
         │   ├── TurnLimitExceeded
@@ -39,6 +40,7 @@ __all__ = [
     "HaltSignal",
     "HaltwiseError",
     "InvalidValueError",
+    "LedgerBusy",
     "LedgerError",
     "LimitExceeded",
     "ModelCallLimitExceeded",
@@ -119,6 +121,12 @@ class LedgerError(HaltwiseError):
     """The ledger (shared budgets, checkpoints) failed; retrying may succeed."""
 
     retryable = True
+
+
+class LedgerBusy(LedgerError):
+    """Another process held the ledger's write lock for longer than the call would wait: the
+    call changed nothing, and the same call may be made again (the dashboard answers it 503,
+    not 409: nothing was refused). A ``LedgerError`` like any other to a run."""
 
 
 class HaltError(HaltwiseError):

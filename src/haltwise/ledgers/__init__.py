@@ -1,5 +1,6 @@
-"""Ledger backends beyond the engine's in-memory one, choosing one by URL, and the error of a
-ledger that another process's write holds up (``LedgerBusy``).
+"""Ledger backends beyond the engine's in-memory one, and choosing one by URL. ``LedgerBusy``,
+the error of a ledger that another process's write holds up, lives with the other errors in
+``haltwise.engine.errors`` and is importable from here too.
 
 - ``memory:``: this process only (``haltwise.engine.ledger.MemoryLedger``);
 - ``sqlite:///ABSOLUTE/PATH.db``: one file, shared by the processes of one machine;
@@ -15,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..engine.errors import InvalidValueError, LedgerError
+from ..engine.errors import InvalidValueError, LedgerBusy
 from ..engine.ledger import Ledger, MemoryLedger
 
 __all__ = ["LedgerBusy", "check_ledger_url", "open_ledger"]
@@ -24,12 +25,6 @@ _FORMS = (
     "memory:, sqlite:///ABSOLUTE/PATH.db or redis://HOST:PORT/DB "
     "(rediss:// and redis://:PASSWORD@HOST:PORT/DB too)"
 )
-
-
-class LedgerBusy(LedgerError):
-    """Another process held the ledger's write lock for longer than the call would wait: the
-    call changed nothing, and the same call may be made again (the dashboard answers it 503,
-    not 409: nothing was refused). A ``LedgerError`` like any other to a run."""
 
 
 def check_ledger_url(source: str, url: object) -> str:

@@ -36,8 +36,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import redis
-
+from ..cli._errors import require_extra
 from ..engine.errors import ConfigurationError, LedgerError
 from ..engine.ledger import (
     DEFAULT_LEASE,
@@ -54,6 +53,11 @@ from ..engine.ledger import (
     new_id,
     not_running,
 )
+
+# Before redis-py's import: without it, the error names the extra to install (a command's exit 2).
+require_extra("redis", "the Redis ledger")
+
+import redis  # noqa: E402
 
 __all__ = ["RedisLedger"]
 

@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..engine.errors import ConfigurationError, LedgerError
+from ..engine.errors import ConfigurationError, LedgerBusy, LedgerError
 from ..engine.ledger import (
     DEFAULT_LEASE,
     GONE_SECONDS,
@@ -58,7 +58,6 @@ from ..engine.ledger import (
     new_id,
     not_running,
 )
-from . import LedgerBusy
 
 __all__ = ["SqliteLedger"]
 
