@@ -19,8 +19,11 @@ from .engine.detectors import (
     cycles,
     degenerate_text,
     monologue,
+    no_effect,
     no_progress,
+    oscillation,
     paging,
+    recurring_errors,
     repeats,
     same_errors,
     scattered,
@@ -33,6 +36,7 @@ from .engine.errors import (
     HaltSignal,
     HaltwiseError,
     InvalidValueError,
+    LedgerBusy,
     LedgerError,
     LimitExceeded,
     ModelCallLimitExceeded,
@@ -80,16 +84,11 @@ from .pricing import ModelRate, Prices
 
 if _typing.TYPE_CHECKING:
     from .drivers import AsyncRun, Guard, Run, console_prompter, response_event
-    from .loops import (
-        LoopResult,
-        attempts,
-        convergence,
-        cost_gate,
-        max_plan_size,
-        refine,
-        session_limits,
-        simplify,
-    )
+    from .loops import LoopResult, cost_gate, max_plan_size, session_limits
+    from .loops.attempts import attempts
+    from .loops.convergence import convergence
+    from .loops.refine import refine
+    from .loops.simplify import simplify
 
 unlimited = UNLIMITED
 
@@ -162,6 +161,7 @@ __all__ = [
     "Injected",
     "InvalidValueError",
     "Ledger",
+    "LedgerBusy",
     "LedgerError",
     "Limit",
     "LimitExceeded",
@@ -213,10 +213,13 @@ __all__ = [
     "max_tool_calls",
     "max_turns",
     "monologue",
+    "no_effect",
     "no_progress",
+    "oscillation",
     "paging",
     "parse_turn_limit",
     "policies",
+    "recurring_errors",
     "refine",
     "repeats",
     "response_event",

@@ -43,11 +43,11 @@ from pydantic import BaseModel
 
 from ..drivers.guard import Guard, Run
 from ..drivers.live import APPROVAL_TIMEOUT
+from ..drivers.openai_usage import CHARS_PER_TOKEN, estimate, reserved_tokens, token_counts
 from ..drivers.prompters import Prompter
 from ..engine.decisions import Answer, Ask, Block, Choice, Continue, Decision, Warn
 from ..engine.errors import ConfigurationError, HaltError, HaltSignal, HaltwiseError
 from ..engine.events import (
-    MAX_COUNT,
     Event,
     Injected,
     ModelRequest,
@@ -117,12 +117,6 @@ class _Interrupted(_Cancelled):
 #: How long the tools-free pass that writes a final answer may take, when the run's own time
 #: is already up (it is what a time limit with ``on_limit="synthesize"`` asks for).
 SYNTHESIS_SECONDS = 60.0
-#: Characters a token, for a model call whose endpoint reported no usage (or figures that are
-#: not counts): its prompt (the request's messages and tools, as JSON) and its reply (text,
-#: tool names and arguments) count this many characters a token, and at least one token each,
-#: so that token and dollar limits go on counting. About what English text and code average
-#: with the common tokenizers; what the request reserved is counted if it is more.
-CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -751,19 +745,19 @@ class Agent:
         count the cached tokens outside the prompt) is the exception: the prompt's count is
         the one the limits read, so it stands and the cached count is cut to it, as the
         audit's readers do."""
-        counts = None if usage is None else _token_counts(usage)
+        counts = None if usage is None else token_counts(usage)
         if isinstance(counts, tuple):
             reply.input_tokens, reply.output_tokens, reply.cached_tokens = counts
             reply.usage_known = True
             return
-        reserved_prompt, reserved_output = self._reserved()
         prompt = json.dumps([request["messages"], request.get("tools", [])], ensure_ascii=False)
         written = [
             reply.text,
             *(part for call in reply.calls for part in (call.name, call.arguments)),
         ]
-        reply.input_tokens = max(reserved_prompt, _estimated_tokens(len(prompt)))
-        reply.output_tokens = max(reserved_output, _estimated_tokens(sum(map(len, written))))
+        reply.input_tokens, reply.output_tokens = estimate(
+            reserved_tokens(self.governor), len(prompt), sum(map(len, written))
+        )
         if not self._usage_known:
             return
         self._usage_known = False
@@ -774,16 +768,6 @@ class Agent:
             "reply), and at least at what its request reserved (its prompt and max_tokens), "
             "never as free"
         )
-
-    def _reserved(self) -> tuple[int, int]:
-        """The prompt and output tokens the request in flight reserved (its prompt: the last
-        one counted; its output: its ``max_tokens``, if it asked for one), as the governor's
-        checkpoint lists it: ``[request_id, model, prompt, output, cost, holds]``."""
-        in_flight = self.governor.checkpoint()["in_flight"]
-        if not in_flight:
-            return 0, 0
-        _, _, prompt, output, *_ = in_flight[-1]
-        return int(prompt), int(output)
 
     def _chunks(self, request: dict[str, Any], deadline: float | None) -> Iterator[Any]:
         """The stream's chunks, read on a helper thread so that ``cancel()`` is immediate and
@@ -962,30 +946,6 @@ def _response_event(model: str, reply: _Reply) -> ModelResponse:
         text=reply.text or None,
         tool_calls=len(reply.calls),
     )
-
-
-def _estimated_tokens(characters: int) -> int:
-    """``characters`` of text as tokens (``CHARS_PER_TOKEN``), rounded up; at least one."""
-    return max(1, -(-characters // CHARS_PER_TOKEN))
-
-
-def _token_counts(usage: Any) -> tuple[int, int, int] | str:
-    """The prompt, completion and cached tokens of an endpoint's usage (cached cut to the
-    prompt: ``Agent._read_usage`` says why); or, for the first figure that is not a count
-    the governor takes (an int from 0 to 2^53 - 1), that figure as ``name=value``."""
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None)
-    figures: dict[str, Any] = {
-        "usage.prompt_tokens": getattr(usage, "prompt_tokens", None),
-        "usage.completion_tokens": getattr(usage, "completion_tokens", None),
-        # Left out by many endpoints: nothing was read from a cache.
-        "usage.prompt_tokens_details.cached_tokens": 0 if cached is None else cached,
-    }
-    for name, value in figures.items():
-        if type(value) is not int or not 0 <= value <= MAX_COUNT:
-            return f"{name}={reprlib.repr(value)}"
-    prompt, completion, cached = figures.values()
-    return prompt, completion, min(cached, prompt)
 
 
 #: A UTF-16 surrogate. In a Python string it is half of a pair, never a character of its own:

@@ -41,14 +41,23 @@ import inspect
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import fields, replace
 from decimal import Decimal
 from types import TracebackType
 from typing import Any
 
 from ..engine.decisions import CONTINUE, Ask, Block, Continue, Decision, Stop, Warn
-from ..engine.errors import ConfigurationError, HaltError, HaltSignal, QuestionOpen, error_for
+from ..engine.errors import (
+    ConfigurationError,
+    HaltError,
+    HaltSignal,
+    InvalidValueError,
+    QuestionOpen,
+    error_for,
+)
 from ..engine.events import (
     Event,
     Injected,
@@ -62,7 +71,7 @@ from ..engine.events import (
     TurnEnded,
     TurnStarting,
 )
-from ..engine.governor import Governor, Phase
+from ..engine.governor import Governor, Phase, checked_callable, checked_seconds
 from ..engine.ledger import Ledger, MemoryLedger
 from ..engine.limits import Limit
 from ..engine.outcome import Outcome, Status, Usage
@@ -70,7 +79,7 @@ from ..engine.policies import Evidence, Synthesizer
 from ..engine.pricing import Pricer
 from .bounded import Overdue, call_within
 from .live import APPROVAL_TIMEOUT, HEARTBEAT_SECONDS, LiveRun, ledger_prompter
-from .openai_usage import response_event
+from .openai_usage import CHARS_PER_TOKEN, estimate, read_completion, reserved_tokens
 from .prompters import Prompter
 
 __all__ = ["AsyncRun", "Guard", "Run"]
@@ -99,6 +108,16 @@ _EVIDENCE = frozenset({ToolCall, ToolResult})
 _WRITING: contextvars.ContextVar[_RunBase | None] = contextvars.ContextVar(
     "haltwise_writing", default=None
 )
+#: The keywords ``model_response`` takes with no completion: the fields of ``ModelResponse``;
+#: and with one, whose usage, text and tool calls are read from it.
+_RESPONSE_FIELDS = frozenset(field.name for field in fields(ModelResponse))
+_WITH_COMPLETION = frozenset({"model", "request_id"})
+
+
+def answered(text: str | None) -> bool:
+    """Whether a synthesizer wrote an answer: some text, not only blanks (the adapters' rule
+    too: a pass that wrote blanks, or called a tool instead, has none)."""
+    return text is not None and bool(text.strip())
 
 
 class Guard:
@@ -120,10 +139,53 @@ class Guard:
         on_ledger_error: str = "closed",
         heartbeat: float = HEARTBEAT_SECONDS,
     ) -> None:
+        # Checked here rather than where each is first used (a stop, a question, a heartbeat),
+        # so that a wrong argument fails at this call, named.
+        if governor is None:
+            try:
+                governor = Governor(
+                    limits,
+                    clock=clock,
+                    pricer=pricer,
+                    ledger=ledger,
+                    on_ledger_error=on_ledger_error,
+                )
+            except InvalidValueError as error:
+                # The governor's settings are this guard's arguments: named as they were given.
+                source = error.source.replace("Governor(", "Guard(", 1)
+                raise InvalidValueError(source, error.value, error.valid) from None
+        elif not isinstance(governor, Governor):
+            raise InvalidValueError(
+                "Guard(governor)", governor, "a Governor, or None for one made of the limits"
+            )
+        elif (
+            limits is not None
+            or clock is not time.monotonic
+            or pricer is not None
+            or ledger is not None
+            or on_ledger_error != "closed"
+        ):
+            raise ConfigurationError(
+                "Guard(governor=...) takes its limits, clock, pricer, ledger and on_ledger_error "
+                "from that governor: give them to Governor(...), or leave governor= out and give "
+                "them to Guard"
+            )
+        if prompter is not None:
+            checked_callable(prompter, "Guard(prompter)", "a function f(ask) -> answer, or None")
+        if synthesizer is not None:
+            checked_callable(
+                synthesizer, "Guard(synthesizer)", "a function f(evidence) -> answer, or None"
+            )
+        if not isinstance(signal, bool):
+            raise InvalidValueError("Guard(signal)", signal, "True or False")
+        if live is not None and not isinstance(live, bool):
+            raise InvalidValueError(
+                "Guard(live)", live, "True, False, or None (live when the ledger is shared)"
+            )
+        checked_seconds(approval_timeout, "Guard(approval_timeout)", zero=True)
+        checked_seconds(heartbeat, "Guard(heartbeat)")
         #: The governor that decides; shared by every run of this guard (session scope).
-        self.governor = governor or Governor(
-            limits, clock=clock, pricer=pricer, ledger=ledger, on_ledger_error=on_ledger_error
-        )
+        self.governor = governor
         ledger_used = self.governor.ledger
         #: Whether runs register in the ledger, heartbeat, and can be stopped and answered from
         #: elsewhere: by default, when the ledger is shared (not this process's memory).
@@ -178,6 +240,8 @@ class _RunBase:
         #: Whether the synthesizer has run: once per run.
         self._synthesized = False
         self._notes_lock = threading.Lock()
+        #: Taken, and kept, by the first call whose usage was unknown: it is said once per run.
+        self._estimate_said = threading.Lock()
         #: The run's presence in the ledger, while it is live.
         self._live: LiveRun | None = None
 
@@ -296,10 +360,12 @@ class _RunBase:
             self._synthesized = True
             governor.claim_synthesis()
             text = yield ("synthesize", (synthesizer, self._evidence_for(stop.outcome)))
-            if text is not None:
-                return governor.synthesized(str(text))
-            # No answer: the stop stands (saying why when its budget ran out), its usage and
-            # checkpoint counting the pass's model call if one was made.
+            answer = None if text is None else str(text)
+            if answered(answer):
+                assert answer is not None
+                return governor.synthesized(answer)
+            # No answer (none, or blanks): the stop stands (saying why when its budget ran
+            # out), its usage and checkpoint counting the pass's model call if one was made.
             return governor.synthesis_unanswered()
         finally:
             self._synthesis.release()
@@ -397,14 +463,71 @@ class _RunBase:
             model, max_tokens=max_tokens, input_tokens=input_tokens, request_id=request_id
         )
 
-    @staticmethod
-    def _model_response(completion: Any, **usage: Any) -> Event:
+    def _model_response(
+        self, completion: Any, usage: dict[str, Any]
+    ) -> tuple[ModelResponse, str | None]:
+        """The event ``model_response`` reports, and what was wrong with its usage: None when
+        it had token counts; else they were estimated (``openai_usage``: from the reply and
+        the run's prompt, each at least what the request reserved)."""
+        taken = _RESPONSE_FIELDS if completion is None else _WITH_COMPLETION
+        for name, value in usage.items():
+            if name not in taken:
+                raise InvalidValueError(f"run.model_response({name})", value, _keywords(completion))
         if completion is not None:
-            return response_event(completion, model=usage.get("model"))
-        cost = usage.pop("cost", None)
-        if cost is not None and not isinstance(cost, Decimal):
-            cost = Decimal(str(cost))
-        return ModelResponse(cost=cost, **usage)
+            event, problem = read_completion(
+                completion,
+                model=usage.get("model"),
+                request_id=usage.get("request_id", ""),
+                prompt_chars=len(self.prompt),
+            )
+        else:
+            cost = usage.pop("cost", None)
+            if cost is not None and not isinstance(cost, Decimal):
+                cost = Decimal(str(cost))
+            problem = None
+            if (
+                "input_tokens" not in usage
+                and "output_tokens" not in usage
+                and usage.get("answered", True)
+            ):
+                # Usage unknown, as from a completion without any. (A call that was not
+                # answered counts at what it reserved: the governor's own rule.)
+                text = usage.get("text")
+                written = len(text) if isinstance(text, str) else 0
+                usage["input_tokens"], usage["output_tokens"] = estimate(
+                    (0, 0), len(self.prompt), written
+                )
+                problem = (
+                    "no token usage (run.model_response() was given neither a completion nor "
+                    "input_tokens= and output_tokens=)"
+                )
+            event = ModelResponse(cost=cost, **usage)
+        if problem is None:
+            return event, None
+        prompt, output = reserved_tokens(self.guard.governor, event.request_id)
+        at_least = replace(
+            event,
+            input_tokens=max(prompt, event.input_tokens),
+            output_tokens=max(output, event.output_tokens),
+        )
+        return at_least, problem
+
+    def _say_estimated(self, event: ModelResponse, problem: str) -> None:
+        """Say, the first time in the run, that a call's usage was unknown (``problem``) and is
+        counted at an estimate, and how to count it exactly."""
+        if not self._estimate_said.acquire(blocking=False):
+            return  # said already
+        warnings.warn(
+            f"run {self.guard.governor.run_id!r}: a call to model "
+            f"{event.model or '(no model name)'!r} reported {problem}, so it counts at an "
+            f"estimate ({CHARS_PER_TOKEN} characters a token of its reply and of the run's "
+            "prompt), and at least at what its request reserved (its prompt and max_tokens), "
+            "never as free. To count it exactly, have the endpoint report usage "
+            "(stream_options={'include_usage': True} when streaming) or pass the counts: "
+            "run.model_response(input_tokens=..., output_tokens=...). Said once per run.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 class Run(_RunBase):
@@ -507,8 +630,21 @@ class Run(_RunBase):
         return _max_tokens(decision, max_tokens)
 
     def model_response(self, completion: Any = None, **usage: Any) -> Decision:
-        """A model call returned: pass the completion, or its usage as keywords."""
-        return self.send(self._model_response(completion, **usage))
+        """A model call returned: pass the completion (with ``model=`` or ``request_id=`` if
+        need be), or its usage as keywords (``ModelResponse``'s fields: ``input_tokens``,
+        ``output_tokens``, ``cost``, ``text``, ...), counted as given.
+
+        A completion with no usage, or with figures that are not token counts, and keywords
+        with neither ``input_tokens`` nor ``output_tokens`` (nor ``answered=False``) are a call
+        whose usage is unknown: it counts at an estimate from its reply's text and the run's
+        prompt, each figure at least what its request reserved, never as free, and a
+        ``RuntimeWarning`` says so once per run."""
+        event, problem = self._model_response(completion, usage)
+        try:
+            return self.send(event)
+        finally:
+            if problem is not None:  # after it is counted: the warning may be an error
+                self._say_estimated(event, problem)
 
     def tool_call(self, name: str, arguments: Any = "", call_id: str = "") -> str | None:
         """A tool is about to be called: the refusal to give the model when it may not run."""
@@ -708,7 +844,12 @@ class AsyncRun(_RunBase):
         return _max_tokens(decision, max_tokens)
 
     async def model_response(self, completion: Any = None, **usage: Any) -> Decision:
-        return await self.send(self._model_response(completion, **usage))
+        event, problem = self._model_response(completion, usage)  # as in ``Run.model_response``
+        try:
+            return await self.send(event)
+        finally:
+            if problem is not None:
+                self._say_estimated(event, problem)
 
     async def tool_call(self, name: str, arguments: Any = "", call_id: str = "") -> str | None:
         decision = await self.send(ToolCall(name, arguments, call_id))
@@ -848,6 +989,16 @@ def _on_a_thread(
 
     threading.Thread(target=ask_it, name="haltwise-prompter", daemon=True).start()
     return future
+
+
+def _keywords(completion: Any) -> str:
+    """What ``model_response`` takes as keywords, with ``completion`` or without one."""
+    if completion is None:
+        return "one of ModelResponse's fields: " + ", ".join(sorted(_RESPONSE_FIELDS))
+    return (
+        "model= or request_id= with a completion (its usage, text and tool calls are read from "
+        "it); to give them yourself, pass them as keywords and no completion"
+    )
 
 
 def _max_tokens(decision: Decision, asked: int | None) -> int | None:

@@ -249,7 +249,10 @@ def check(event: object) -> None:
     fields = _FIELDS.get(type(event))
     if fields is None:
         raise InvalidValueError(
-            "Governor.handle(event)", event, "one of the events in haltwise.events"
+            "Governor.handle(event)",
+            event,
+            "one of the events in haltwise.engine.events (all exported from haltwise: "
+            "haltwise.TurnStarting(), haltwise.ToolCall(name), ...)",
         )
     for field, holds, expected in fields:
         if not holds(event):

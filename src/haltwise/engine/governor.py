@@ -178,12 +178,28 @@ class Governor:
         wall_clock: Callable[[], float] = time.time,
         lease: float = DEFAULT_LEASE,
     ) -> None:
+        # Checked here, not where each is first used (an event, a stop, a heartbeat), so that
+        # a wrong argument fails at the call that gave it, named.
         if on_ledger_error not in ("closed", "open"):
             raise InvalidValueError(
                 "Governor(on_ledger_error)",
                 on_ledger_error,
                 "'closed' (an unreachable ledger stops the run) or 'open' (go on under the "
                 "local limits and settle with the ledger once it is back)",
+            )
+        checked_callable(clock, "Governor(clock)", "a monotonic clock, such as time.monotonic")
+        checked_callable(
+            wall_clock, "Governor(wall_clock)", "a clock of epoch seconds, such as time.time"
+        )
+        checked_callable(new_id, "Governor(new_id)", "a function that returns a new run id (a str)")
+        checked_pricer(pricer, "Governor(pricer)")
+        checked_ledger(ledger, "Governor(ledger)")
+        checked_seconds(lease, "Governor(lease)")
+        if parent is not None and not isinstance(parent, Governor):
+            raise InvalidValueError(
+                "Governor(parent)",
+                parent,
+                "a Governor, or None (governor.child(limits) makes a sub-agent's governor)",
             )
         self._clock = clock
         #: The clock, as limits see it (the Context protocol).
@@ -194,7 +210,7 @@ class Governor:
         if isinstance(ledger, str):
             from ..ledgers import open_ledger
 
-            ledger = open_ledger(ledger)
+            ledger = open_ledger(ledger, source="Governor(ledger)")
         self._ledger = ledger if ledger is not None else MemoryLedger()
         #: The shared budgets (limits with ``key=``) this governor spends in its ledger.
         self._budgets = SharedBudgets(
@@ -746,7 +762,9 @@ class Governor:
             }
 
     def restore(self, data: dict[str, Any] | str) -> None:
-        """Resume a run from a checkpoint (or a ledger reference to one) with the counts it had.
+        """Resume a run from a checkpoint (or a ledger reference to one: ``outcome.checkpoint``,
+        from this governor's ledger; a ``memory:`` one from any memory ledger of the process)
+        with the counts it had.
 
         Counts of limits that still exist are kept; requests that were in flight count at what
         they reserved; the run is live again.
@@ -1482,6 +1500,65 @@ def _check_price(model: str, cost: int) -> None:
             f"the price of a call to {model!r}",
             dollars(cost),
             f"a cost from $0 to ${MAX_CALL_DOLLARS:,}: check the model's prices",
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The checks of what a governor (or a driver that makes one) is given
+
+
+def checked_callable(value: object, argument: str, takes: str) -> None:
+    """Raise ``InvalidValueError`` naming ``argument`` and saying what it ``takes`` unless
+    ``value`` can be called."""
+    if not callable(value):
+        raise InvalidValueError(argument, value, takes)
+
+
+def checked_pricer(value: object, argument: str) -> None:
+    """Raise ``InvalidValueError`` naming ``argument`` unless ``value`` is a ``Pricer`` (its
+    ``cost`` and ``describe_missing`` can be called) or None."""
+    if value is None:
+        return
+    if not (
+        callable(getattr(value, "cost", None))
+        and callable(getattr(value, "describe_missing", None))
+    ):
+        raise InvalidValueError(
+            argument,
+            value,
+            "a Pricer such as haltwise.Prices({'my-model': {'input': '0.50', 'output': '1.50'}}) "
+            "(an object with cost() and describe_missing()), or None for genai-prices",
+        )
+
+
+def checked_ledger(value: object, argument: str) -> None:
+    """Raise ``InvalidValueError`` naming ``argument`` unless ``value`` is a ``Ledger``, a
+    ledger's URL (checked as it is opened) or None."""
+    if value is not None and not isinstance(value, Ledger | str):
+        raise InvalidValueError(
+            argument,
+            value,
+            "a Ledger (MemoryLedger(), ...), a URL such as 'memory:', 'sqlite:///PATH' or "
+            "'redis://HOST:PORT/DB', or None for one in this process's memory",
+        )
+
+
+def checked_seconds(value: object, argument: str, *, zero: bool = False) -> None:
+    """Raise ``InvalidValueError`` naming ``argument`` unless ``value`` is a number of seconds
+    above 0 (or 0 itself, with ``zero``) that a wait can take (at most
+    ``threading.TIMEOUT_MAX``)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (value >= 0 if zero else value > 0)
+        or not value <= threading.TIMEOUT_MAX
+    ):
+        lowest = "from 0" if zero else "above 0"
+        raise InvalidValueError(
+            argument,
+            value,
+            f"a number of seconds {lowest} and at most {threading.TIMEOUT_MAX:.0f} "
+            "(threading.TIMEOUT_MAX), such as 2.5",
         )
 
 

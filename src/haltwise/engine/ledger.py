@@ -22,7 +22,8 @@
 default), then dropped (looked for every ten minutes at most): a finished run (with its
 question and kill flag) from its end, a gone run from when it went silent, and a budget window
 (``per=``) from when it reset. A live run and a current window are never dropped, nor is a
-budget with no period; checkpoints are kept (a run may be resumed from one at any time).
+budget with no period; checkpoints are kept (a run may be resumed from one at any time), in
+memory the latest ``MEMORY_CHECKPOINTS`` of the process.
 
 The engine talks only to this interface. ``MemoryLedger`` is the in-process backend; SQLite and
 Redis live in ``haltwise.ledgers`` and pass the same contract tests. Amounts are ints in each
@@ -47,6 +48,7 @@ from .errors import LedgerError
 __all__ = [
     "GONE_BEATS",
     "GONE_SECONDS",
+    "MEMORY_CHECKPOINTS",
     "RETENTION",
     "Budget",
     "BudgetState",
@@ -70,6 +72,10 @@ RETENTION = 7 * 86400.0
 
 #: How often a ledger object looks for what to drop, at most (seconds).
 PRUNE_SECONDS = 600.0
+
+#: How many checkpoints this process's memory keeps (``MemoryLedger``), the latest saved: a
+#: long-lived process whose runs stop by the million would otherwise fill its memory with them.
+MEMORY_CHECKPOINTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -379,8 +385,21 @@ def new_id() -> str:
     return secrets.token_hex(8)
 
 
+#: The checkpoints saved by the memory ledgers of this process, by reference, oldest first
+#: (``MemoryLedger``), and the lock they are read and written under.
+_checkpoints: dict[str, dict[str, Any]] = {}
+_checkpoints_lock = threading.Lock()
+
+
 class MemoryLedger(Ledger):
-    """A ledger in this process's memory: for tests and single-process use."""
+    """A ledger in this process's memory: for tests and single-process use.
+
+    Its checkpoints are the process's, as a SQLite ledger's are its file's: any memory ledger
+    of the process finds one that another saved, so that a run stopped under one governor is
+    resumed by a new one with a ledger of its own (``Governor(limits).restore(
+    outcome.checkpoint)``). The latest ``MEMORY_CHECKPOINTS`` are kept; they go with the
+    process. Budgets, runs, questions and kill flags are the ledger object's own.
+    """
 
     def __init__(
         self,
@@ -394,7 +413,6 @@ class MemoryLedger(Ledger):
         self.retention = retention
         self._next_prune = 0.0
         self._lock = threading.Lock()
-        self._checkpoints: dict[str, dict[str, Any]] = {}
         self._budgets: dict[str, Budget] = {}
         self._spent: dict[str, int] = {}
         self._limits: dict[str, int] = {}
@@ -408,16 +426,33 @@ class MemoryLedger(Ledger):
 
     def save_checkpoint(self, run_id: str, data: dict[str, Any]) -> str:
         ref = f"memory:{run_id}"
-        with self._lock:
-            self._checkpoints[ref] = copy.deepcopy(data)
+        saved = copy.deepcopy(data)
+        with _checkpoints_lock:
+            _checkpoints.pop(ref, None)  # saved again: now the latest
+            _checkpoints[ref] = saved
+            while len(_checkpoints) > MEMORY_CHECKPOINTS:
+                del _checkpoints[next(iter(_checkpoints))]
         return ref
 
     def load_checkpoint(self, ref: str) -> dict[str, Any]:
-        with self._lock:
-            data = self._checkpoints.get(ref)
-        if data is None:
-            raise LedgerError(f"no checkpoint {ref!r} in this process's memory ledger")
-        return copy.deepcopy(data)
+        with _checkpoints_lock:
+            data = _checkpoints.get(ref)
+        if data is not None:
+            return copy.deepcopy(data)
+        if not ref.startswith("memory:"):
+            raise LedgerError(
+                f"no checkpoint {ref!r} in this process's memory: it was saved by another kind "
+                "of ledger; resume it with a governor on that ledger, e.g. Governor(limits, "
+                "ledger='sqlite:///PATH') for 'sqlite:...', ledger='redis://HOST:PORT/DB' for "
+                "'redis:...'"
+            )
+        raise LedgerError(
+            f"no checkpoint {ref!r} in this process's memory: a memory ledger's checkpoints go "
+            f"with its process (the latest {MEMORY_CHECKPOINTS:,} are kept), so one saved by "
+            "another process, or before this one restarted, is not here. To resume runs in "
+            "another process, keep their checkpoints in a ledger that outlives it: "
+            "Guard(..., ledger='sqlite:///PATH') or Governor(limits, ledger='sqlite:///PATH')"
+        )
 
     # --- budgets ---------------------------------------------------------------------------
 

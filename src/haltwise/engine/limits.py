@@ -2,9 +2,10 @@
 
 ``max_turns(25) | max_cost("2.00") | timeout(minutes=30)`` trips when any part trips;
 ``max_turns(10) & max_cost("1")`` only when both have. Nested combinations flatten, a plain
-callable ``f(usage) -> bool`` is accepted wherever a limit is, and every ``repr`` echoes what was
-written. A limit holds no counts: the governor keeps one ``Slot`` per limit, so one limit object
-can govern many runs at once.
+callable ``f(usage) -> bool`` is accepted wherever a limit is (anything else, None included, is
+a ``ConfigurationError``), and every ``repr`` echoes what was written: evaluated with haltwise's
+names, it builds an equal limit. A limit holds no counts: the governor keeps one ``Slot`` per
+limit, so one limit object can govern many runs at once.
 
 Each limit says which events it checks *before* they spend ("would exceed", with ``>=``) and
 which *after* usage arrives ("exceeded", with ``>``); its messages carry the numbers and its
@@ -22,7 +23,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, Protocol
 
 from .decisions import Block, Warn
-from .errors import InvalidValueError
+from .errors import ConfigurationError, InvalidValueError, _shown
 from .events import (
     Event,
     Injected,
@@ -61,6 +62,8 @@ __all__ = [
 
 Scope = Literal["run", "session"]
 SCOPES: tuple[Scope, ...] = ("run", "session")
+#: The policy of a limit that names none: stop the run.
+_ABORT = as_policy("abort")
 EventType = type[Event]
 #: What a limit says about one event: nothing, a message that trips it, or a note or refusal.
 Verdict = str | Warn | Block | None
@@ -150,15 +153,23 @@ class Limit:
     reason: str = "limit"
 
     def __or__(self, other: Limit | Callable[[Usage], bool]) -> Limit:
+        if not _combinable(other):
+            raise _not_a_limit(other, f"{self!r} | {_shown(other)}")
         return any_of(self, other)
 
     def __ror__(self, other: Callable[[Usage], bool]) -> Limit:
+        if not _combinable(other):
+            raise _not_a_limit(other, f"{_shown(other)} | {self!r}")
         return any_of(other, self)
 
     def __and__(self, other: Limit | Callable[[Usage], bool]) -> Limit:
+        if not _combinable(other):
+            raise _not_a_limit(other, f"{self!r} & {_shown(other)}")
         return all_of(self, other)
 
     def __rand__(self, other: Callable[[Usage], bool]) -> Limit:
+        if not _combinable(other):
+            raise _not_a_limit(other, f"{_shown(other)} & {self!r}")
         return all_of(other, self)
 
     def leaves(self) -> Iterator[Leaf]:
@@ -236,32 +247,17 @@ class _Group(Limit):
         for member in self._members:
             yield from member.leaves()
 
-    def __repr__(self) -> str:
-        parts = []
-        shown: list[object] = []
-        for member in self._members:
-            # Leaves made by one composite factory (``stuck()``) show as the call that made them.
-            composite = getattr(member, "composite", None)
-            if composite is not None and composite is not self:
-                if not any(composite is other for other in shown):
-                    shown.append(composite)
-                    parts.append(repr(composite))
-                continue
-            text = repr(member)
-            if isinstance(member, _AnyOf) and isinstance(self, _AllOf):
-                text = f"({text})"
-            parts.append(text)
-        return f" {self._operator} ".join(parts) if parts else "any_of()"
-
     def __eq__(self, other: object) -> bool:
+        # A group one call made (``stuck()``) equals the ``|`` of the same members.
         return (
             isinstance(other, _Group)
-            and type(other) is type(self)
+            and other._operator == self._operator
             and other._members == self._members
+            and other.policy == self.policy
         )
 
     def __hash__(self) -> int:
-        return hash((type(self), self._members))
+        return hash((self._operator, self._members))
 
     def _member_result(self, member: Limit, event: Any, ctx: Context, before: bool) -> str | None:
         """A member's message for this event, or its standing when it does not check it."""
@@ -279,6 +275,24 @@ class _AnyOf(_Group):
 
     __slots__ = ()
     _operator = "|"
+
+    def __repr__(self) -> str:
+        parts = self._parts()
+        return " | ".join(parts) if parts else "any_of()"
+
+    def _parts(self) -> list[str]:
+        """How each member is written. Leaves one call made (``stuck()``, ``max_tokens(input=5,
+        output=6)``) show as that call, once, when every one of them is here."""
+        parts = []
+        shown: list[Limit] = []
+        for member in self._members:
+            composite = getattr(member, "composite", None)
+            if composite is None or not _holds_all(self._members, composite):
+                parts.append(repr(member))
+            elif not any(composite is other for other in shown):
+                shown.append(composite)
+                parts.append(repr(composite))
+        return parts
 
     def members(self) -> tuple[Limit, ...]:
         return self._members
@@ -307,6 +321,20 @@ class _AllOf(_Group):
     __slots__ = ()
     _operator = "&"
 
+    def __repr__(self) -> str:
+        if self._members and self.policy == _ABORT:
+            # ``&`` binds tighter than ``|``: an ``a | b`` inside needs its parentheses.
+            return " & ".join(
+                f"({member!r})"
+                if isinstance(member, _AnyOf) and len(member._parts()) > 1
+                else repr(member)
+                for member in self._members
+            )
+        args = [repr(member) for member in self._members]
+        if self.policy != _ABORT:
+            args.append(f"on_limit={_written_policy(self.policy)}")
+        return f"all_of({', '.join(args)})"
+
     def pre(self, event: Any, slot: Slot | None, ctx: Context) -> str | None:
         return self._all(event, ctx, before=True)
 
@@ -333,10 +361,38 @@ def _union(groups: Iterator[tuple[EventType, ...]]) -> tuple[EventType, ...]:
     return tuple(seen)
 
 
+def _holds_all(members: tuple[Limit, ...], composite: Limit) -> bool:
+    """Whether every leaf of ``composite`` is one of ``members``."""
+    return all(any(leaf is member for member in members) for leaf in composite.leaves())
+
+
+def _combinable(value: object) -> bool:
+    """Whether ``value`` can be part of a combination: a limit, or a callable ``f(usage)``."""
+    return isinstance(value, Limit) or callable(value)
+
+
+def _not_a_limit(value: object, written: str) -> ConfigurationError:
+    """The error for ``value``, which is not a limit, found in the combination ``written``."""
+    return ConfigurationError(
+        f"{written}: {_shown(value)} is not a limit, so it cannot be combined with one. Combine "
+        "limits such as max_cost('2.00') or callables f(usage) -> bool; to go without a limit, "
+        "leave it out of the expression (max_turns(unlimited) counts but never trips)"
+    )
+
+
+def _refuse_non_limits(factory: str, limits: tuple[object, ...]) -> None:
+    """Raise unless every one of ``limits``, given to ``factory``, can be combined."""
+    for value in limits:
+        if not _combinable(value):
+            written = ", ".join(_shown(limit) for limit in limits)
+            raise _not_a_limit(value, f"{factory}({written})")
+
+
 def as_limit(value: Limit | Callable[[Usage], bool] | None) -> Limit:
-    """A limit from a limit, a callable ``f(usage) -> bool``, or None (no limit at all)."""
+    """A limit from a limit, a callable ``f(usage) -> bool``, or None (no limit at all: a
+    governor's ``limits``, never a part of a combination, where None is an error)."""
     if value is None:
-        return _AnyOf((), as_policy("abort"))
+        return _AnyOf((), _ABORT)
     if isinstance(value, Limit):
         return value
     if callable(value):
@@ -348,6 +404,7 @@ def as_limit(value: Limit | Callable[[Usage], bool] | None) -> Limit:
 
 def any_of(*limits: Limit | Callable[[Usage], bool]) -> Limit:
     """Trips when any of ``limits`` trips (the same as ``a | b | ...``)."""
+    _refuse_non_limits("any_of", limits)
     members: list[Limit] = []
     for limit in map(as_limit, limits):
         for member in limit.members() if isinstance(limit, _AnyOf) else (limit,):
@@ -355,18 +412,20 @@ def any_of(*limits: Limit | Callable[[Usage], bool]) -> Limit:
                 members.append(member)
     if len(members) == 1:
         return members[0]
-    return _AnyOf(tuple(members), as_policy("abort"))
+    return _AnyOf(tuple(members), _ABORT)
 
 
 def all_of(*limits: Limit | Callable[[Usage], bool], on_limit: str | Policy = "abort") -> Limit:
     """Trips when all of ``limits`` have tripped (``a & b & ...`` with the default policy)."""
+    _refuse_non_limits("all_of", limits)
+    policy = as_policy(on_limit, "all_of(on_limit)")
     members: list[Limit] = []
     for limit in map(as_limit, limits):
-        nested = isinstance(limit, _AllOf) and limit.policy == as_policy(on_limit)
+        nested = isinstance(limit, _AllOf) and limit.policy == policy
         members.extend(limit._members if nested else (limit,))  # type: ignore[attr-defined]
-    if len(members) == 1:
+    if len(members) == 1 and policy == _ABORT:
         return members[0]
-    return _AllOf(tuple(members), as_policy(on_limit, "all_of(on_limit)"))
+    return _AllOf(tuple(members), policy)
 
 
 # --------------------------------------------------------------------------------------------
@@ -724,7 +783,7 @@ class _MaxTokens(_CountLimit):
     refused before it is sent; one with no ``max_tokens`` at all is then only checked after.
     """
 
-    __slots__ = ("kind",)
+    __slots__ = ("composite", "kind")
     factory = "max_tokens"
     pre_events = (ModelRequest,)
     post_events = (ModelResponse,)
@@ -732,6 +791,8 @@ class _MaxTokens(_CountLimit):
 
     def __init__(self, maximum: Any, args: str, kind: str, **kw: Any) -> None:
         self.kind = kind
+        #: The ``max_tokens`` call that made this limit with others, shown in their place.
+        self.composite: _MaxTokensCall | None = None
         super().__init__(maximum, args, **kw)
 
     @property
@@ -870,6 +931,22 @@ class _MaxTokens(_CountLimit):
 
     def suggestions(self) -> tuple[str, ...]:
         return ("Raise the token limit (HALTWISE_MAX_TOKENS)", "Shorten the context or the task")
+
+
+class _MaxTokensCall(_AnyOf):
+    """The limits of one ``max_tokens`` call given more than one of total, ``input=`` and
+    ``output=``: a limit for each, shown as the call."""
+
+    __slots__ = ("_args",)
+
+    def __init__(self, limits: tuple[_MaxTokens, ...], args: str) -> None:
+        super().__init__(limits, _ABORT)
+        self._args = args
+        for limit in limits:
+            limit.composite = self
+
+    def __repr__(self) -> str:
+        return f"max_tokens({self._args})"
 
 
 class _MaxCost(Leaf):
@@ -1137,6 +1214,7 @@ def _share(key: str | None, per: str | None, tz: str | None, name: str) -> Share
 
 
 def _options(
+    name: str,
     scope: Scope,
     warn_at: float | None,
     on_limit: str | Policy,
@@ -1145,13 +1223,14 @@ def _options(
     share: Share | None = None,
 ) -> str:
     """The non-default keyword arguments, as the user would have written them."""
+    policy = as_policy(on_limit, f"{name}(on_limit)")
     parts = [] if share is None else [share.args().removeprefix(", ")]
     if scope != "run":
         parts.append(f"scope={scope!r}")
     if warn_at is not None:
         parts.append(f"warn_at={warn_at!r}")
-    if on_limit != default:
-        parts.append(f"on_limit={on_limit!r}")
+    if policy != as_policy(default):
+        parts.append(f"on_limit={_written_policy(policy)}")
     if shadow:
         parts.append("shadow=True")
     return "".join(", " + part for part in parts)
@@ -1175,7 +1254,7 @@ def max_turns(
     together (``per=`` a calendar window: "hour", "day", "week", "month"; ``tz=`` its zone).
     """
     share = _share(key, per, tz, "max_turns")
-    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
+    args = f"{n!r}" + _options("max_turns", scope, warn_at, on_limit, shadow, share=share)
     return _MaxTurns(
         n,
         args,
@@ -1202,7 +1281,7 @@ def max_model_calls(
     """At most ``n`` model calls: the ``n+1``th trips before it is sent. ``key=``, ``per=``
     and ``tz=`` share the budget, as for ``max_turns``."""
     share = _share(key, per, tz, "max_model_calls")
-    args = f"{n!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
+    args = f"{n!r}" + _options("max_model_calls", scope, warn_at, on_limit, shadow, share=share)
     return _MaxModelCalls(
         n,
         args,
@@ -1237,7 +1316,9 @@ def max_tool_calls(
     policy = default if on_limit is None else on_limit
     shown = "" if tool is None else f", tool={tool!r}"
     share = _share(key, per, tz, "max_tool_calls")
-    args = f"{n!r}{shown}" + _options(scope, warn_at, policy, shadow, default, share)
+    args = f"{n!r}{shown}" + _options(
+        "max_tool_calls", scope, warn_at, policy, shadow, default, share
+    )
     return _MaxToolCalls(
         n,
         args,
@@ -1275,8 +1356,8 @@ def max_tokens(
             "max_tokens", None, "at least one of total, input= or output=, e.g. max_tokens(100_000)"
         )
     share = _share(key, per, tz, "max_tokens")
-    options = _options(scope, warn_at, on_limit, shadow, share=share)
-    leaves = [
+    options = _options("max_tokens", scope, warn_at, on_limit, shadow, share=share)
+    leaves = tuple(
         _MaxTokens(
             value,
             f"{kind}={value!r}{options}",
@@ -1289,8 +1370,11 @@ def max_tokens(
             share=share,
         )
         for kind, value in chosen.items()
-    ]
-    return any_of(*leaves)
+    )
+    if len(leaves) == 1:
+        return leaves[0]
+    shown = ", ".join(f"{kind}={value!r}" for kind, value in chosen.items())
+    return _MaxTokensCall(leaves, shown + options)
 
 
 def max_cost(
@@ -1311,7 +1395,7 @@ def max_cost(
     ``max_cost("20", key="team-a", per="day")``."""
     amount = _check_money(usd, "max_cost")
     share = _share(key, per, tz, "max_cost")
-    args = f"{str(amount)!r}" + _options(scope, warn_at, on_limit, shadow, share=share)
+    args = f"{str(amount)!r}" + _options("max_cost", scope, warn_at, on_limit, shadow, share=share)
     return _MaxCost(
         amount,
         args,
@@ -1335,7 +1419,8 @@ def timeout(
 ) -> Limit:
     """At most this long, on the governor's monotonic clock, from the start of the run (or of
     the session, with ``scope="session"``) — never from when the limit was built."""
-    given = {"seconds": seconds, "minutes": minutes, "hours": hours}
+    # Largest unit first, as one writes a duration (and as the repr shows it).
+    given = {"hours": hours, "minutes": minutes, "seconds": seconds}
     chosen = {unit: value for unit, value in given.items() if value is not None}
     total = 0.0
     for unit, value in chosen.items():
@@ -1354,11 +1439,11 @@ def timeout(
     if total > threading.TIMEOUT_MAX:
         # Its time left is passed down as a call's timeout: no wait takes a longer one.
         raise InvalidValueError("timeout", total, LONGEST_WAIT)
-    shown = ", ".join(
-        f"{value!r}" if unit == "seconds" and i == 0 else f"{unit}={value!r}"
-        for i, (unit, value) in enumerate(chosen.items())
-    )
-    args = shown + _options(scope, warn_at, on_limit, shadow)
+    if list(chosen) == ["seconds"]:
+        shown = f"{seconds!r}"
+    else:
+        shown = ", ".join(f"{unit}={value!r}" for unit, value in chosen.items())
+    args = shown + _options("timeout", scope, warn_at, on_limit, shadow)
     return _Timeout(total, args, scope=scope, warn_at=warn_at, on_limit=on_limit, shadow=shadow)
 
 
@@ -1400,6 +1485,17 @@ def _check_warn_at(value: object, name: str) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1:
         return float(value)
     raise InvalidValueError(f"{name}(warn_at)", value, "a fraction between 0 and 1, e.g. 0.8")
+
+
+def _written_policy(policy: Policy) -> str:
+    """``policy`` as an ``on_limit=`` argument that builds it again: its name, or the call of
+    ``haltwise.policies`` that gave it its settings."""
+    if policy.name == "ask" and policy.timeout is not None:
+        return f"policies.ask(timeout={policy.timeout!r})"
+    if policy.name == "synthesize" and policy.synthesizer is not None:
+        callback = getattr(policy.synthesizer, "__qualname__", repr(policy.synthesizer))
+        return f"policies.synthesize({callback})"
+    return repr(policy.name)
 
 
 def _money(amount: int) -> str:
