@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..drivers.guard import Guard
+from ..drivers.guard import Guard, answered
 from ..engine.decisions import Decision
 from ..engine.errors import InvalidValueError
 from ..engine.events import ModelRequest
@@ -130,12 +130,6 @@ def saved_counts(governor: Governor, resume: Resume) -> dict[str, Any] | str | N
         "True or a Governed (this guard's last run), a checkpoint reference "
         "(outcome.checkpoint), the data of governor.checkpoint(), or None",
     )
-
-
-def answered(text: str | None) -> bool:
-    """Whether a synthesis pass wrote an answer: some text, not only blanks (a pass that called
-    a tool instead has none)."""
-    return text is not None and bool(text.strip())
 
 
 def synthesis_seconds(time_left: float | None) -> float:
