@@ -51,7 +51,6 @@ from haltwise import (
     InvalidValueError,
     Prices,
     Status,
-    ToolResult,
     max_cost,
     max_model_calls,
     max_tokens,
@@ -73,6 +72,8 @@ from haltwise.testing import (
     reply,
     tool_call,
 )
+
+from .conftest import tool_results
 
 MODEL = "scripted-model"
 #: The graph's input (typed Any: ``create_agent``'s input type takes no ``(role, text)`` pairs).
@@ -1153,15 +1154,7 @@ def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> No
     """The tool runs on a thread of its own, given up on at the run's deadline: the run ends
     there, ``timed_out``, the graph closing cleanly, and the tool's late result is dropped."""
     guard = Guard(timeout(seconds=1))
-    results: list[str] = []
-    report = guard.governor.handle
-
-    def recording(event: Event) -> Decision:
-        if isinstance(event, ToolResult):
-            results.append(event.content)
-        return report(event)
-
-    guard.governor.handle = recording
+    results = tool_results(guard)
     release = threading.Event()  # ends the tool's thread once the run has returned
     returned = threading.Event()
 

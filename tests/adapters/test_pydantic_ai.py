@@ -43,13 +43,10 @@ from haltwise import (
     Answer,
     Ask,
     Choice,
-    Decision,
-    Event,
     Guard,
     InvalidValueError,
     Prices,
     Status,
-    ToolResult,
     max_cost,
     max_model_calls,
     max_tokens,
@@ -62,6 +59,8 @@ from haltwise import (
 from haltwise.adapters._common import SYNTHESIS_SECONDS
 from haltwise.adapters.pydantic_ai import GovernedAgent, govern
 from haltwise.testing import Reply, ScriptedServer, error, reply, tool_call
+
+from .conftest import tool_results
 
 MODEL = "scripted-model"
 #: The ``max_tokens`` every agent here is set up with.
@@ -786,15 +785,7 @@ def test_a_blocking_sync_tool_does_not_hold_a_sync_run_past_its_deadline() -> No
     """pydantic-ai runs the tool on a worker thread; the run stops waiting for it at its
     deadline and ends there, ``timed_out``, and the tool's late result is dropped."""
     guard = Guard(timeout(seconds=1))
-    results: list[str] = []
-    report = guard.governor.handle
-
-    def recording(event: Event) -> Decision:
-        if isinstance(event, ToolResult):
-            results.append(event.content)
-        return report(event)
-
-    guard.governor.handle = recording
+    results = tool_results(guard)
     release = threading.Event()  # ends the tool's thread once the run has returned
     returned = threading.Event()
     script = [reply(tool_calls=[tool_call("crunch", {"query": "all"})]), done()]
