@@ -492,6 +492,9 @@ def test_a_second_signal_stops_waiting_and_the_run_is_recorded_cancelled(
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=10)
     assert process.returncode == 143
+    if not told_first:
+        # On a loaded machine the loop may look between the two (50 ms apart), and say so.
+        err = err.removeprefix("cancelling the run… (once more to quit at once)\n")
     assert err == "haltwise run: stopped waiting; the run is recorded as cancelled\n"
     lines = json_lines(out)
     assert [line["type"] for line in lines].count("Label") == 1
